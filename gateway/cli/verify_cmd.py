@@ -1,0 +1,16 @@
+"""`gateway verify`: not yet written."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("verify", help="(not yet available)")
+    parser.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    print("gateway verify: not yet available")
+    return 2

@@ -1,0 +1,138 @@
+"""The gateway's exception tree: every failure an agent can see, with its wire code and status.
+
+    GatewayError                      code                 HTTP
+      InvalidRequestError             invalid_request      400  (reason: invalid_url, unknown_id, …)
+      UnauthorizedError               unauthorized         401
+      PolicyDeniedError               policy_denied        403  (carries the Decision)
+      ToolDisabledError               tool_disabled        403  (carries the Decision)
+      NotFoundError                   not_found            404
+      WrongMethodError                wrong_method         405
+      RequestTooLargeError            request_too_large    413
+      RateLimitedError                rate_limited         429  (retry_after)
+      ResponseTooLargeError           response_too_large   502
+      UpstreamUnreachableError        upstream_unreachable 502
+      UpstreamError                   upstream_error       502
+      UnavailableError                unavailable          503  (retry_after)
+      UpstreamTimeoutError            upstream_timeout     504
+      AuditWriteError                 unavailable          503  (the audit log could not be written)
+
+Only adapters (server, cli) turn these into responses; everything below them raises them.
+Foreign exceptions (aiohttp, OSError, lxml) are translated in one place per package.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from gateway.policy.engine import Decision
+
+
+class GatewayError(Exception):
+    code: ClassVar[str] = "internal_error"
+    http_status: ClassVar[int] = 500
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None = None,
+        rule: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason
+        self.rule = rule
+        self.retry_after = retry_after
+
+    def to_dict(self, request_id: str | None = None) -> dict[str, Any]:
+        """The contract's error body, without the outer `{"error": …}`."""
+        return {
+            "code": self.code,
+            "message": self.message,
+            "reason": self.reason,
+            "rule": self.rule,
+            "request_id": request_id,
+        }
+
+
+class InvalidRequestError(GatewayError):
+    code = "invalid_request"
+    http_status = 400
+
+
+class UnauthorizedError(GatewayError):
+    code = "unauthorized"
+    http_status = 401
+
+
+class _DecisionError(GatewayError):
+    """A refusal that a policy decision made; the decision travels with it."""
+
+    def __init__(self, decision: Decision, message: str | None = None) -> None:
+        super().__init__(
+            message or decision.describe(),
+            reason=str(decision.reason) if decision.reason else None,
+            rule=decision.rule,
+        )
+        self.decision = decision
+
+
+class PolicyDeniedError(_DecisionError):
+    code = "policy_denied"
+    http_status = 403
+
+
+class ToolDisabledError(_DecisionError):
+    code = "tool_disabled"
+    http_status = 403
+
+
+class NotFoundError(GatewayError):
+    code = "not_found"
+    http_status = 404
+
+
+class WrongMethodError(GatewayError):
+    code = "wrong_method"
+    http_status = 405
+
+
+class RequestTooLargeError(GatewayError):
+    code = "request_too_large"
+    http_status = 413
+
+
+class RateLimitedError(GatewayError):
+    code = "rate_limited"
+    http_status = 429
+
+
+class ResponseTooLargeError(GatewayError):
+    code = "response_too_large"
+    http_status = 502
+
+
+class UpstreamUnreachableError(GatewayError):
+    code = "upstream_unreachable"
+    http_status = 502
+
+
+class UpstreamError(GatewayError):
+    code = "upstream_error"
+    http_status = 502
+
+
+class UnavailableError(GatewayError):
+    code = "unavailable"
+    http_status = 503
+
+
+class UpstreamTimeoutError(GatewayError):
+    code = "upstream_timeout"
+    http_status = 504
+
+
+class AuditWriteError(UnavailableError):
+    """The audit record could not be written, so the request is refused (fail closed)."""
