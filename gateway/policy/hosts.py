@@ -41,7 +41,11 @@ class PatternError(ValueError):
 def _is_invisible(ch: str) -> bool:
     # Format (Cf) code points include soft hyphen, ZWSP, ZWJ, bidi controls and the tag
     # block; the rest of Default_Ignorable_Code_Point is listed explicitly.
-    return unicodedata.category(ch) == "Cf" or ch in "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180e\u180f\u3164\uffa0" or "\ufe00" <= ch <= "\ufe0f"
+    return (
+        unicodedata.category(ch) == "Cf"
+        or ch in "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180e\u180f\u3164\uffa0"
+        or "\ufe00" <= ch <= "\ufe0f"
+    )
 
 
 @functools.lru_cache(maxsize=65536)
@@ -77,7 +81,9 @@ def normalize_name(raw: str) -> str:
         if len(label) > MAX_LABEL_LENGTH:
             raise HostError(f"host label longer than {MAX_LABEL_LENGTH} characters")
         if not _LABEL_RE.match(label):
-            raise HostError(f"host label {label!r} has characters other than letters, digits, '-' and '_'")
+            raise HostError(
+                f"host label {label!r} has characters other than letters, digits, '-' and '_'"
+            )
     return host
 
 
@@ -110,7 +116,9 @@ def parse_pattern(text: str) -> HostPattern:
             "bad_pattern", f"host pattern {text!r} has a scheme or path; write the host only"
         )
     if "@" in text:
-        raise PatternError("bad_pattern", f"host pattern {text!r} has user info; write the host only")
+        raise PatternError(
+            "bad_pattern", f"host pattern {text!r} has user info; write the host only"
+        )
     if ":" in text:
         raise PatternError(
             "bad_pattern", f"host pattern {text!r} has a port; ports are set by the 'ports' key"
@@ -125,7 +133,7 @@ def parse_pattern(text: str) -> HostPattern:
         raise PatternError(
             "bad_pattern",
             f"host pattern {text!r}: '*' may only be the whole first label; "
-            "use '*.example.com' for subdomains or '.example.com' for the domain and its subdomains",
+            "use '*.example.com' for subdomains, '.example.com' for the domain and subdomains",
         )
     try:
         domain = normalize_name(rest)
@@ -139,7 +147,9 @@ def _suffix_extractor() -> object:
     import tldextract
 
     # suffix_list_urls=() keeps tldextract on its bundled snapshot: never a download.
-    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True)
+    return tldextract.TLDExtract(
+        suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True
+    )
 
 
 class SuffixKind(StrEnum):

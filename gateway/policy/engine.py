@@ -1,0 +1,310 @@
+"""decide(): every request the gateway serves is judged here, purely, in the contract's order.
+
+The order (CONTRACT 3.3), first match wins:
+
+1. parse the URL                                   invalid_url            rule `url`
+2. the tool is enabled                             tool_disabled          `tools.<Tool>.enabled`
+   the scheme                                      scheme_not_allowed     `schemes`
+   the port                                        port_not_allowed       `ports`
+   for proxied plain HTTP, the method              method_not_allowed     `methods`
+3. a name: `domains.deny`                          domain_denied          `domains.deny[i]`
+           then `domains.allow`                                           `domains.allow[i]`
+           then `default`                          domain_not_allowed     `default`
+   an IP literal: a `networks.allow` CIDR                                 `networks.allow[i]`
+                  or `default: allow` when public                         `default`
+                  else                             ip_literal_not_allowed `default`
+                  (under `default: allow` a blocked address reports its address reason)
+4. after resolving, for every address: metadata    metadata_address       `networks.metadata`
+   the gateway's own listening address             own_address            `networks.own_address`
+   `networks.deny`                                 network_denied         `networks.deny[i]`
+   `networks.allow` (exempt from block_private)
+   `block_private`                                 private_address        `networks.block_private`
+5. redirects (redirects.py): the cap               redirect_limit      `redirects.max`
+   the downgrade rule                              redirect_downgrade  `redirects.allow_downgrade`
+   after the response head, the content type       content_type_not_allowed
+                                                                       `limits.content_types`
+
+Report mode relaxes steps 2 (scheme, port, method) and 3, and the content type: the decision
+is `allowed` with `enforced: False` and keeps the reason and rule that would have denied.
+`invalid_url`, tool enablement, every address check and the redirect rules always hold.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from gateway.policy.addresses import AddressKind, IPAddress, classify_address, embedded_ipv4
+from gateway.policy.model import Action, Mode, Policy
+from gateway.policy.urls import InvalidURLError, Target, UnsupportedSchemeError, parse_url
+
+
+class Reason(StrEnum):
+    INVALID_URL = "invalid_url"
+    TOOL_DISABLED = "tool_disabled"
+    SCHEME_NOT_ALLOWED = "scheme_not_allowed"
+    PORT_NOT_ALLOWED = "port_not_allowed"
+    DOMAIN_DENIED = "domain_denied"
+    DOMAIN_NOT_ALLOWED = "domain_not_allowed"
+    IP_LITERAL_NOT_ALLOWED = "ip_literal_not_allowed"
+    METADATA_ADDRESS = "metadata_address"
+    OWN_ADDRESS = "own_address"
+    NETWORK_DENIED = "network_denied"
+    PRIVATE_ADDRESS = "private_address"
+    REDIRECT_LIMIT = "redirect_limit"
+    REDIRECT_DOWNGRADE = "redirect_downgrade"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    CONTENT_TYPE_NOT_ALLOWED = "content_type_not_allowed"
+    NOT_TLS = "not_tls"
+    SNI_MISMATCH = "sni_mismatch"
+
+
+# Reasons that report mode lets through (recorded with enforced: False).
+RELAXED_IN_REPORT_MODE = frozenset(
+    {
+        Reason.SCHEME_NOT_ALLOWED,
+        Reason.PORT_NOT_ALLOWED,
+        Reason.METHOD_NOT_ALLOWED,
+        Reason.DOMAIN_DENIED,
+        Reason.DOMAIN_NOT_ALLOWED,
+        Reason.IP_LITERAL_NOT_ALLOWED,
+        Reason.CONTENT_TYPE_NOT_ALLOWED,
+    }
+)
+
+_DESCRIPTIONS = {
+    Reason.INVALID_URL: "the URL is not valid",
+    Reason.TOOL_DISABLED: "the tool is disabled",
+    Reason.SCHEME_NOT_ALLOWED: "scheme not allowed",
+    Reason.PORT_NOT_ALLOWED: "port not allowed",
+    Reason.DOMAIN_DENIED: "domain denied",
+    Reason.DOMAIN_NOT_ALLOWED: "domain not allowed",
+    Reason.IP_LITERAL_NOT_ALLOWED: "IP address URLs are not allowed",
+    Reason.METADATA_ADDRESS: "cloud metadata address",
+    Reason.OWN_ADDRESS: "the gateway's own address",
+    Reason.NETWORK_DENIED: "network denied",
+    Reason.PRIVATE_ADDRESS: "private or special-purpose address",
+    Reason.REDIRECT_LIMIT: "too many redirects",
+    Reason.REDIRECT_DOWNGRADE: "redirect from https to http",
+    Reason.METHOD_NOT_ALLOWED: "method not allowed",
+    Reason.CONTENT_TYPE_NOT_ALLOWED: "content type not allowed",
+    Reason.NOT_TLS: "the tunnel did not start with TLS",
+    Reason.SNI_MISMATCH: "the TLS server name differs from the CONNECT host",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The outcome of one check. `allowed` is what the gateway does; `reason` and `rule` say
+    which rule decided (on an allow, `reason` is None unless report mode relaxed a denial)."""
+
+    allowed: bool
+    reason: Reason | None
+    rule: str
+    policy_name: str
+    policy_sha256: str
+    enforced: bool = True
+    message: str | None = None  # the deciding rule's own message, shown to the agent
+    detail: str | None = None  # e.g. which address and range
+
+    @property
+    def verdict(self) -> str:
+        """What the rule said: "deny" also for a would-be denial that report mode let pass."""
+        return "deny" if self.reason is not None else "allow"
+
+    def describe(self) -> str:
+        if self.reason is None:
+            return f"allowed by {self.rule} of policy {self.policy_name!r}"
+        text = f"{_DESCRIPTIONS[self.reason]} by policy {self.policy_name!r} ({self.rule})"
+        if self.detail:
+            text += f": {self.detail}"
+        if self.message:
+            text += f": {self.message}"
+        if not self.enforced:
+            text += " [report mode: not enforced]"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        """The policy block of audit records and explain output."""
+        out: dict[str, Any] = {
+            "decision": self.verdict,
+            "reason": str(self.reason) if self.reason else None,
+            "rule": self.rule,
+            "enforced": self.enforced,
+        }
+        if self.message:
+            out["message"] = self.message
+        return out
+
+
+def _allow(policy: Policy, rule: str) -> Decision:
+    return Decision(True, None, rule, policy.name, policy.sha256)
+
+
+def _deny(
+    policy: Policy,
+    reason: Reason,
+    rule: str,
+    *,
+    message: str | None = None,
+    detail: str | None = None,
+) -> Decision:
+    relaxed = policy.mode is Mode.REPORT and reason in RELAXED_IN_REPORT_MODE
+    return Decision(relaxed, reason, rule, policy.name, policy.sha256, not relaxed, message, detail)
+
+
+def decide_url(
+    policy: Policy, url: str, *, tool: str | None = "WebFetch", method: str | None = None
+) -> tuple[Decision, Target | None]:
+    """Steps 1-3: everything that can be decided without DNS. `tool=None` for the proxy."""
+    try:
+        target = parse_url(url)
+    except UnsupportedSchemeError as exc:
+        if tool is not None and not policy.tool(tool).enabled:
+            return _tool_disabled(policy, tool), None
+        return _deny(policy, Reason.SCHEME_NOT_ALLOWED, "schemes", detail=str(exc)), None
+    except InvalidURLError as exc:
+        return _deny(policy, Reason.INVALID_URL, "url", detail=str(exc)), None
+    return decide_target(policy, target, tool=tool, method=method), target
+
+
+def decide_target(
+    policy: Policy, target: Target, *, tool: str | None = "WebFetch", method: str | None = None
+) -> Decision:
+    """Steps 2-3 for an already parsed target (redirect hops, CONNECT)."""
+    if tool is not None and not policy.tool(tool).enabled:
+        return _tool_disabled(policy, tool)
+    if target.scheme not in policy.schemes:
+        return _deny(policy, Reason.SCHEME_NOT_ALLOWED, "schemes", detail=target.scheme)
+    if target.port not in policy.ports:
+        return _deny(policy, Reason.PORT_NOT_ALLOWED, "ports", detail=str(target.port))
+    if method is not None and method.upper() not in policy.methods:
+        return _deny(policy, Reason.METHOD_NOT_ALLOWED, "methods", detail=method)
+    if target.ip is not None:
+        return _decide_ip_literal(policy, target.ip, target.port)
+    return decide_host(policy, target.host)
+
+
+def decide_host(policy: Policy, host: str) -> Decision:
+    """Step 3 for a normalised name: deny wins over allow, then the default."""
+    deny = policy.deny_index.match(host)
+    if deny is not None:
+        rule = policy.domain_deny[deny]
+        return _deny(policy, Reason.DOMAIN_DENIED, rule.rule_id, message=rule.message)
+    allow = policy.allow_index.match(host)
+    if allow is not None:
+        return _allow(policy, policy.domain_allow[allow].rule_id)
+    if policy.default is Action.ALLOW:
+        return _allow(policy, "default")
+    return _deny(policy, Reason.DOMAIN_NOT_ALLOWED, "default")
+
+
+def _decide_ip_literal(policy: Policy, ip: IPAddress, port: int) -> Decision:
+    for rule in policy.network_allow:
+        if _in_network(ip, rule.network):
+            return _allow(policy, rule.rule_id)
+    if policy.default is Action.ALLOW:
+        address = decide_address(policy, ip, port)
+        if not address.allowed:
+            return address
+        if classify_address(ip).kind is AddressKind.PUBLIC:
+            return _allow(policy, "default")
+    return _deny(policy, Reason.IP_LITERAL_NOT_ALLOWED, "default", detail=str(ip))
+
+
+def decide_address(
+    policy: Policy,
+    ip: IPAddress,
+    port: int,
+    *,
+    own_addresses: Collection[tuple[IPAddress, int]] = (),
+) -> Decision:
+    """Step 4 for one address that a connection would go to. Enforced in every mode."""
+    cls = classify_address(ip)
+    if cls.kind is AddressKind.METADATA:
+        return _deny(
+            policy, Reason.METADATA_ADDRESS, "networks.metadata", detail=f"{ip}: {cls.label}"
+        )
+    if own_addresses and _is_own(ip, port, own_addresses):
+        return _deny(policy, Reason.OWN_ADDRESS, "networks.own_address", detail=f"{ip} port {port}")
+    for rule in policy.network_deny:
+        if _in_network(ip, rule.network):
+            return _deny(policy, Reason.NETWORK_DENIED, rule.rule_id, detail=str(ip))
+    for rule in policy.network_allow:
+        if _in_network(ip, rule.network):
+            return _allow(policy, rule.rule_id)
+    if policy.block_private and cls.kind is AddressKind.PRIVATE:
+        return _deny(
+            policy, Reason.PRIVATE_ADDRESS, "networks.block_private", detail=f"{ip}: {cls.label}"
+        )
+    return _allow(policy, "networks")
+
+
+def decide_addresses(
+    policy: Policy,
+    target: Target,
+    addresses: Sequence[IPAddress],
+    *,
+    own_addresses: Collection[tuple[IPAddress, int]] = (),
+) -> Decision:
+    """Step 4 for a whole DNS answer: any blocked address refuses the name."""
+    if not addresses:
+        raise ValueError("decide_addresses needs at least one address")
+    last = None
+    for ip in addresses:
+        decision = decide_address(policy, ip, target.port, own_addresses=own_addresses)
+        if not decision.allowed:
+            return decision
+        last = decision
+    assert last is not None
+    return last
+
+
+def decide_content_type(policy: Policy, content_type: str | None) -> Decision:
+    """After the response head: the bare media type against `limits.content_types`."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    for pattern in policy.limits.content_types:
+        if media and fnmatch.fnmatchcase(media, pattern):
+            return _allow(policy, "limits.content_types")
+    return _deny(
+        policy,
+        Reason.CONTENT_TYPE_NOT_ALLOWED,
+        "limits.content_types",
+        detail=media or "no content type",
+    )
+
+
+def decide_tool(policy: Policy, tool: str) -> Decision:
+    """Tool enablement alone (search and XSearch calls carry no URL to decide)."""
+    if not policy.tool(tool).enabled:
+        return _tool_disabled(policy, tool)
+    return _allow(policy, f"tools.{tool}.enabled")
+
+
+def _tool_disabled(policy: Policy, tool: str) -> Decision:
+    rule = "tools.WebSearch.enabled" if tool == "Research" else f"tools.{tool}.enabled"
+    if tool == "Research" and policy.tool("WebSearch").enabled:
+        rule = "tools.WebFetch.enabled"
+    return _deny(policy, Reason.TOOL_DISABLED, rule, detail=tool)
+
+
+def _in_network(ip: IPAddress, network: Any) -> bool:
+    if ip.version == network.version:
+        return ip in network
+    # An IPv6 form of an IPv4 address (mapped, NAT64, …) is judged by the IPv4 rules too.
+    if ip.version == 6 and network.version == 4:
+        inner = embedded_ipv4(ip)
+        return inner is not None and inner in network
+    return False
+
+
+def _is_own(ip: IPAddress, port: int, own: Collection[tuple[IPAddress, int]]) -> bool:
+    if (ip, port) in own:
+        return True
+    if ip.version == 6:
+        inner = embedded_ipv4(ip)
+        return inner is not None and (inner, port) in own
+    return False

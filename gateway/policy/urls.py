@@ -1,0 +1,162 @@
+"""The one URL parser: what it decides the scheme, host and port are is what a connection uses.
+
+yarl splits the URL (the same splitter aiohttp will use); this module then validates every
+component and rebuilds the URL around the normalised host, so the `Target.url` handed to the
+outbound client carries exactly the host the policy decided on. There is no second parser.
+
+Defined outcomes (each tested in tests/policy/test_urls.py):
+- surrounding whitespace is stripped; any other control character, space in the authority,
+  or backslash before the query is `invalid_url`;
+- no scheme (`example.com/x`) or scheme-relative (`//example.com/x`) is `invalid_url`, with
+  the fix in the message; schemes are case-insensitive;
+- user info (`user:pass@host`) is `invalid_url`: credentials never travel in URLs the gateway
+  fetches, and `a@b` forms are a classic confusion;
+- the fragment is dropped (it is never sent);
+- a port must be decimal digits, 1-65535; leading zeros are read as decimal (`:0080` is 80);
+  an empty port (`host:/`) means the scheme's default;
+- IPv4 hosts in any `inet_aton` spelling become dotted quads; a numeric-looking host that is
+  not a valid address, an invalid bracketed IPv6 address or an IPv6 zone id is `invalid_url`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+import yarl
+
+from gateway.policy.addresses import IPAddress, looks_numeric_host, parse_ipv4_literal
+from gateway.policy.hosts import HostError, normalize_name
+
+MAX_URL_LENGTH = 8192
+DEFAULT_PORTS = {"http": 80, "https": 443}
+SUPPORTED_SCHEMES = frozenset(DEFAULT_PORTS)
+
+_SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_PORT_RE = re.compile(r"[0-9]*\Z")
+
+
+class InvalidURLError(ValueError):
+    """The URL cannot be parsed unambiguously; the message says what to fix."""
+
+
+class UnsupportedSchemeError(InvalidURLError):
+    """A syntactically fine URL whose scheme the gateway never speaks (ftp, file, data, …)."""
+
+    def __init__(self, scheme: str) -> None:
+        super().__init__(f"the gateway does not fetch {scheme!r} URLs")
+        self.scheme = scheme
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A parsed, normalised destination. `url` is what the outbound client connects to."""
+
+    url: yarl.URL
+    scheme: str
+    host: str  # A-label name, dotted-quad IPv4, or compressed IPv6 without brackets
+    port: int
+    ip: IPAddress | None = None  # set when the host is an IP literal
+
+    @property
+    def is_ip_literal(self) -> bool:
+        return self.ip is not None
+
+    def __str__(self) -> str:
+        return str(self.url)
+
+
+def parse_url(raw: object) -> Target:
+    """Parse an absolute http(s) URL; InvalidURLError (or UnsupportedSchemeError) otherwise."""
+    if not isinstance(raw, str):
+        raise InvalidURLError("the URL must be a string")
+    text = raw.strip(" \t\r\n\f\v")
+    if not text:
+        raise InvalidURLError("the URL is empty")
+    if len(text) > MAX_URL_LENGTH:
+        raise InvalidURLError(f"the URL is longer than {MAX_URL_LENGTH} characters")
+    if _CONTROL_RE.search(text):
+        raise InvalidURLError("the URL contains control characters")
+    scheme_match = _SCHEME_RE.match(text)
+    if text.startswith("//"):
+        raise InvalidURLError(f"the URL has no scheme; write 'https:{text}'")
+    if scheme_match is None:
+        raise InvalidURLError(f"the URL has no scheme; write 'https://{text}'")
+    scheme = scheme_match.group(1).lower()
+    if scheme not in SUPPORTED_SCHEMES:
+        raise UnsupportedSchemeError(scheme)
+    rest = text[scheme_match.end() :]
+    if not rest.startswith("//"):
+        raise InvalidURLError(f"an {scheme} URL needs '//' and a host after '{scheme}:'")
+    before_query = rest.split("?", 1)[0]
+    if "\\" in before_query:
+        raise InvalidURLError("the URL contains a backslash before the query")
+    try:
+        raw_parts = yarl.URL(text, encoded=True)
+        url = yarl.URL(text)
+    except (ValueError, TypeError) as exc:
+        raise InvalidURLError(f"the URL does not parse: {exc}") from None
+    authority = raw_parts.raw_authority
+    if raw_parts.raw_user is not None or "@" in authority:
+        raise InvalidURLError("the URL carries user info ('user@'); remove it")
+    host_text = raw_parts.raw_host
+    if not host_text:
+        raise InvalidURLError("the URL has no host")
+    if " " in authority:
+        raise InvalidURLError("the URL's host contains a space")
+    port_text = authority.rpartition("]")[2] if authority.startswith("[") else authority
+    port_text = port_text.rpartition(":")[2] if ":" in port_text else ""
+    if not _PORT_RE.match(port_text):
+        raise InvalidURLError(f"the port {port_text!r} is not a decimal number")
+    port = int(port_text) if port_text else DEFAULT_PORTS[scheme]
+    if not 1 <= port <= 65535:
+        raise InvalidURLError(f"the port {port} is out of range (1-65535)")
+    host, ip = parse_host(host_text, bracketed=authority.startswith("["))
+    try:
+        final = (
+            url.with_fragment(None)
+            .with_host(host)
+            .with_port(None if port == DEFAULT_PORTS[scheme] else port)
+        )
+        if scheme != url.scheme:
+            final = final.with_scheme(scheme)
+    except ValueError as exc:
+        raise InvalidURLError(f"the URL does not parse: {exc}") from None
+    return Target(url=final, scheme=scheme, host=host, port=port, ip=ip)
+
+
+def parse_host(text: str, *, bracketed: bool = False) -> tuple[str, IPAddress | None]:
+    """A host as written -> (normalised host, IP address when it is a literal)."""
+    if bracketed or ":" in text:
+        if "%" in text:
+            raise InvalidURLError("IPv6 zone identifiers are not allowed in URLs")
+        try:
+            ip6 = ipaddress.IPv6Address(text)
+        except ValueError:
+            raise InvalidURLError(f"{text!r} is not a valid IPv6 address") from None
+        return ip6.compressed, ip6
+    name = text[:-1] if text.endswith(".") else text
+    if looks_numeric_host(name):
+        ip4 = parse_ipv4_literal(name)
+        if ip4 is None:
+            raise InvalidURLError(f"{text!r} looks like an IPv4 address but is not a valid one")
+        return str(ip4), ip4
+    try:
+        return normalize_name(text), None
+    except HostError as exc:
+        raise InvalidURLError(f"invalid host {text[:100]!r}: {exc}") from None
+
+
+def resolve_reference(base: Target, location: str) -> str:
+    """A redirect's Location (absolute or relative) as an absolute URL string, for `parse_url`."""
+    if not isinstance(location, str) or _CONTROL_RE.search(location.strip()):
+        raise InvalidURLError("the Location contains control characters")
+    location = location.strip()
+    if _SCHEME_RE.match(location) or "\\" in location.split("?", 1)[0]:
+        return location
+    try:
+        return str(base.url.join(yarl.URL(location)))
+    except ValueError as exc:
+        raise InvalidURLError(f"the Location does not parse: {exc}") from None

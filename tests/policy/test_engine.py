@@ -1,0 +1,391 @@
+"""The decision table: every case asserts the decision, the reason and the rule."""
+
+from __future__ import annotations
+
+import ipaddress
+from types import MappingProxyType
+
+import pytest
+
+from gateway.policy.engine import (
+    Reason,
+    decide_address,
+    decide_addresses,
+    decide_content_type,
+    decide_tool,
+    decide_url,
+)
+from gateway.policy.model import Action, Mode, ResultsHandling, ToolSettings
+from tests.policy.conftest import make_policy
+
+ALLOWLIST = make_policy(
+    allow=["docs.python.org", ".wikipedia.org", "*.readthedocs.io", "api.example.com"],
+    deny=["upload.wikipedia.org", (".pastebin.com", "paste sites are closed"), "*.example.com"],
+    net_allow=["10.20.0.0/16"],
+    net_deny=["10.20.5.0/24", "203.0.113.0/24"],
+)
+OPEN = make_policy(default=Action.ALLOW, deny=[".zip"], net_allow=["10.20.0.0/16"])
+
+URL_CASES = [
+    # (id, policy, url, allowed, reason, rule)
+    ("exact allow", ALLOWLIST, "https://docs.python.org/3/", True, None, "domains.allow[0]"),
+    (
+        "exact does not cover subdomain",
+        ALLOWLIST,
+        "https://www.docs.python.org/",
+        False,
+        Reason.DOMAIN_NOT_ALLOWED,
+        "default",
+    ),
+    (
+        "dot pattern covers apex",
+        ALLOWLIST,
+        "https://wikipedia.org/",
+        True,
+        None,
+        "domains.allow[1]",
+    ),
+    (
+        "dot pattern covers deep subdomain",
+        ALLOWLIST,
+        "https://a.b.en.wikipedia.org/",
+        True,
+        None,
+        "domains.allow[1]",
+    ),
+    (
+        "star pattern excludes apex",
+        ALLOWLIST,
+        "https://readthedocs.io/",
+        False,
+        Reason.DOMAIN_NOT_ALLOWED,
+        "default",
+    ),
+    (
+        "star pattern any depth",
+        ALLOWLIST,
+        "https://a.b.readthedocs.io/",
+        True,
+        None,
+        "domains.allow[2]",
+    ),
+    (
+        "suffix trick",
+        ALLOWLIST,
+        "https://evilwikipedia.org/",
+        False,
+        Reason.DOMAIN_NOT_ALLOWED,
+        "default",
+    ),
+    (
+        "suffix appended",
+        ALLOWLIST,
+        "https://docs.python.org.evil.com/",
+        False,
+        Reason.DOMAIN_NOT_ALLOWED,
+        "default",
+    ),
+    (
+        "deny wins over allow",
+        ALLOWLIST,
+        "https://upload.wikipedia.org/x",
+        False,
+        Reason.DOMAIN_DENIED,
+        "domains.deny[0]",
+    ),
+    (
+        "deny star does not deny apex exact allow",
+        ALLOWLIST,
+        "https://api.example.com/",
+        False,
+        Reason.DOMAIN_DENIED,
+        "domains.deny[2]",
+    ),
+    (
+        "deny with message",
+        ALLOWLIST,
+        "https://pastebin.com/raw/1",
+        False,
+        Reason.DOMAIN_DENIED,
+        "domains.deny[1]",
+    ),
+    (
+        "case and trailing dot",
+        ALLOWLIST,
+        "https://DOCS.Python.ORG./",
+        True,
+        None,
+        "domains.allow[0]",
+    ),
+    ("scheme", ALLOWLIST, "ftp://docs.python.org/", False, Reason.SCHEME_NOT_ALLOWED, "schemes"),
+    ("port", ALLOWLIST, "https://docs.python.org:8443/", False, Reason.PORT_NOT_ALLOWED, "ports"),
+    ("invalid", ALLOWLIST, "docs.python.org", False, Reason.INVALID_URL, "url"),
+    (
+        "ip literal under default deny",
+        ALLOWLIST,
+        "http://8.8.8.8/",
+        False,
+        Reason.IP_LITERAL_NOT_ALLOWED,
+        "default",
+    ),
+    (
+        "private ip literal under default deny",
+        ALLOWLIST,
+        "http://127.1/",
+        False,
+        Reason.IP_LITERAL_NOT_ALLOWED,
+        "default",
+    ),
+    (
+        "ip literal in networks.allow",
+        ALLOWLIST,
+        "http://10.20.0.7/",
+        True,
+        None,
+        "networks.allow[0]",
+    ),
+    ("public ip literal under default allow", OPEN, "http://8.8.8.8/", True, None, "default"),
+    (
+        "private ip literal under default allow",
+        OPEN,
+        "http://0x7f.1/",
+        False,
+        Reason.PRIVATE_ADDRESS,
+        "networks.block_private",
+    ),
+    (
+        "metadata decimal under default allow",
+        OPEN,
+        "http://2852039166/latest",
+        False,
+        Reason.METADATA_ADDRESS,
+        "networks.metadata",
+    ),
+    (
+        "mapped metadata under default allow",
+        OPEN,
+        "http://[::ffff:169.254.169.254]/",
+        False,
+        Reason.METADATA_ADDRESS,
+        "networks.metadata",
+    ),
+    ("default allow name", OPEN, "https://anything.example/", True, None, "default"),
+    ("deny suffix", OPEN, "https://evil.zip/", False, Reason.DOMAIN_DENIED, "domains.deny[0]"),
+    (
+        "ip literal never matches domain pattern",
+        make_policy(allow=["127.0.0.1"] if False else ["localhost"]),
+        "http://127.0.0.1/",
+        False,
+        Reason.IP_LITERAL_NOT_ALLOWED,
+        "default",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("policy", "url", "allowed", "reason", "rule"),
+    [c[1:] for c in URL_CASES],
+    ids=[c[0] for c in URL_CASES],
+)
+def test_decide_url(policy, url, allowed, reason, rule) -> None:
+    decision, _ = decide_url(policy, url)
+    assert (decision.allowed, decision.reason, decision.rule) == (allowed, reason, rule)
+    assert decision.policy_name == policy.name
+    assert decision.policy_sha256 == policy.sha256
+    assert decision.enforced
+
+
+def test_deny_rule_message_reaches_the_decision() -> None:
+    decision, _ = decide_url(ALLOWLIST, "https://www.pastebin.com/")
+    assert decision.message == "paste sites are closed"
+    assert "paste sites are closed" in decision.describe()
+
+
+ADDRESS_CASES = [
+    ("public", ALLOWLIST, "93.184.216.34", True, None, "networks"),
+    ("loopback", ALLOWLIST, "127.0.0.1", False, Reason.PRIVATE_ADDRESS, "networks.block_private"),
+    ("rfc1918", ALLOWLIST, "192.168.1.1", False, Reason.PRIVATE_ADDRESS, "networks.block_private"),
+    ("metadata", ALLOWLIST, "169.254.169.254", False, Reason.METADATA_ADDRESS, "networks.metadata"),
+    (
+        "metadata even when allowed",
+        make_policy(net_allow=["169.254.0.0/16"]),
+        "169.254.169.254",
+        False,
+        Reason.METADATA_ADDRESS,
+        "networks.metadata",
+    ),
+    ("networks.allow exempts", ALLOWLIST, "10.20.0.7", True, None, "networks.allow[0]"),
+    (
+        "networks.deny inside allowed range still denies",
+        ALLOWLIST,
+        "10.20.5.9",
+        False,
+        Reason.NETWORK_DENIED,
+        "networks.deny[0]",
+    ),
+    (
+        "networks.deny on public",
+        ALLOWLIST,
+        "203.0.113.5",
+        False,
+        Reason.NETWORK_DENIED,
+        "networks.deny[1]",
+    ),
+    (
+        "mapped ipv6 judged by ipv4 rules",
+        ALLOWLIST,
+        "::ffff:10.20.5.9",
+        False,
+        Reason.NETWORK_DENIED,
+        "networks.deny[0]",
+    ),
+    ("ipv6 ula", ALLOWLIST, "fd12::1", False, Reason.PRIVATE_ADDRESS, "networks.block_private"),
+    ("block_private off", make_policy(block_private=False), "10.0.0.1", True, None, "networks"),
+    (
+        "block_private off keeps metadata",
+        make_policy(block_private=False),
+        "fd00:ec2::254",
+        False,
+        Reason.METADATA_ADDRESS,
+        "networks.metadata",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("policy", "ip", "allowed", "reason", "rule"),
+    [c[1:] for c in ADDRESS_CASES],
+    ids=[c[0] for c in ADDRESS_CASES],
+)
+def test_decide_address(policy, ip, allowed, reason, rule) -> None:
+    decision = decide_address(policy, ipaddress.ip_address(ip), 443)
+    assert (decision.allowed, decision.reason, decision.rule) == (allowed, reason, rule)
+
+
+def test_decide_address_own_listening_address() -> None:
+    own = {(ipaddress.ip_address("127.0.0.1"), 8080)}
+    policy = make_policy(net_allow=["127.0.0.0/8"])
+    denied = decide_address(policy, ipaddress.ip_address("127.0.0.1"), 8080, own_addresses=own)
+    assert (denied.allowed, denied.reason, denied.rule) == (
+        False,
+        Reason.OWN_ADDRESS,
+        "networks.own_address",
+    )
+    other_port = decide_address(policy, ipaddress.ip_address("127.0.0.1"), 8081, own_addresses=own)
+    assert other_port.allowed
+
+
+def test_decide_addresses_one_bad_answer_refuses_the_name() -> None:
+    _, target = decide_url(ALLOWLIST, "https://docs.python.org/")
+    assert target is not None
+    answer = [ipaddress.ip_address("93.184.216.34"), ipaddress.ip_address("10.0.0.5")]
+    decision = decide_addresses(ALLOWLIST, target, answer)
+    assert (decision.allowed, decision.reason, decision.rule) == (
+        False,
+        Reason.PRIVATE_ADDRESS,
+        "networks.block_private",
+    )
+    assert "10.0.0.5" in (decision.detail or "")
+
+
+REPORT = make_policy(mode=Mode.REPORT, allow=["ok.example"], deny=["bad.example"])
+
+
+@pytest.mark.parametrize(
+    ("url", "reason", "rule"),
+    [
+        ("https://bad.example/", Reason.DOMAIN_DENIED, "domains.deny[0]"),
+        ("https://other.example/", Reason.DOMAIN_NOT_ALLOWED, "default"),
+        ("ftp://ok.example/", Reason.SCHEME_NOT_ALLOWED, "schemes"),
+        ("https://ok.example:9/", Reason.PORT_NOT_ALLOWED, "ports"),
+    ],
+    ids=["domain denied", "default", "scheme", "port"],
+)
+def test_report_mode_relaxes_url_rules(url, reason, rule) -> None:
+    decision, _ = decide_url(REPORT, url)
+    assert decision.allowed and not decision.enforced
+    assert (decision.reason, decision.rule, decision.verdict) == (reason, rule, "deny")
+
+
+def test_report_mode_still_enforces_invalid_url_and_addresses() -> None:
+    decision, _ = decide_url(REPORT, "not a url")
+    assert not decision.allowed and decision.enforced and decision.reason is Reason.INVALID_URL
+    address = decide_address(REPORT, ipaddress.ip_address("10.0.0.1"), 443)
+    assert not address.allowed and address.enforced and address.reason is Reason.PRIVATE_ADDRESS
+
+
+def test_report_mode_still_enforces_tool_enablement() -> None:
+    policy = make_policy(
+        mode=Mode.REPORT,
+        tools=MappingProxyType({"WebFetch": ToolSettings(False), "WebSearch": ToolSettings(True)}),
+    )
+    decision, _ = decide_url(policy, "https://x.example/")
+    assert (decision.allowed, decision.reason, decision.rule) == (
+        False,
+        Reason.TOOL_DISABLED,
+        "tools.WebFetch.enabled",
+    )
+
+
+TOOLS = MappingProxyType(
+    {
+        "WebFetch": ToolSettings(True),
+        "WebSearch": ToolSettings(False, ResultsHandling.DROP),
+        "XSearch": ToolSettings(False),
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("tool", "allowed", "rule"),
+    [
+        ("WebFetch", True, "tools.WebFetch.enabled"),
+        ("WebSearch", False, "tools.WebSearch.enabled"),
+        ("XSearch", False, "tools.XSearch.enabled"),
+        ("Research", False, "tools.WebSearch.enabled"),
+        ("Unknown", False, "tools.Unknown.enabled"),
+    ],
+)
+def test_decide_tool(tool, allowed, rule) -> None:
+    decision = decide_tool(make_policy(tools=TOOLS), tool)
+    assert (decision.allowed, decision.rule) == (allowed, rule)
+    if not allowed:
+        assert decision.reason is Reason.TOOL_DISABLED
+
+
+def test_tool_disabled_comes_before_scheme() -> None:
+    decision, _ = decide_url(make_policy(tools=TOOLS), "ftp://x/", tool="WebSearch")
+    assert decision.reason is Reason.TOOL_DISABLED
+
+
+def test_method_checked_for_proxy_only() -> None:
+    policy = make_policy(default=Action.ALLOW)
+    decision, _ = decide_url(policy, "http://x.example/", tool=None, method="POST")
+    assert (decision.allowed, decision.reason, decision.rule) == (
+        False,
+        Reason.METHOD_NOT_ALLOWED,
+        "methods",
+    )
+    decision, _ = decide_url(policy, "http://x.example/", tool=None, method="head")
+    assert decision.allowed
+
+
+@pytest.mark.parametrize(
+    ("content_type", "allowed"),
+    [
+        ("text/html; charset=utf-8", True),
+        ("TEXT/PLAIN", True),
+        ("application/json", True),
+        ("application/ld+json", True),
+        ("application/rss+xml", True),
+        ("image/png", False),
+        ("application/octet-stream", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_decide_content_type(content_type, allowed) -> None:
+    decision = decide_content_type(make_policy(), content_type)
+    assert decision.allowed is allowed
+    assert decision.rule == "limits.content_types"
+    assert decision.reason is (None if allowed else Reason.CONTENT_TYPE_NOT_ALLOWED)
