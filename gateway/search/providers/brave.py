@@ -1,0 +1,136 @@
+"""Brave Search API (web).
+
+A bad key is HTTP 422 `SUBSCRIPTION_TOKEN_INVALID`; 429 is `RATE_LIMITED` (per second) or
+`QUOTA_LIMITED` (monthly). Brave sends no Retry-After: the wait comes from X-RateLimit-Reset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from gateway.search.failures import ErrorClass, ProviderError
+from gateway.search.providers.adapter import ProviderAdapter, endpoint
+from gateway.search.providers.decoding import (
+    QUOTA_RETRY_AFTER,
+    dig,
+    excerpt,
+    failure_for_status,
+    items,
+    load_json,
+    load_json_or_none,
+    query_with_site_operators,
+    raw_result,
+    retry_after_seconds,
+)
+from gateway.search.query import Freshness, RawResult, SearchQuery
+from gateway.search.transport import ProviderRequest, ProviderResponse
+
+DEFAULT_BASE_URL = "https://api.search.brave.com"
+_FRESHNESS = {
+    Freshness.DAY: "pd",
+    Freshness.WEEK: "pw",
+    Freshness.MONTH: "pm",
+    Freshness.YEAR: "py",
+}
+_LANGUAGES = {"zh": "zh-hans", "ja": "jp", "pt": "pt-br"}  # Brave's own codes for these
+
+
+def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> ProviderRequest:
+    params = {
+        "q": query_with_site_operators(query, or_supported=False),
+        "count": str(query.max_results),
+        "text_decorations": "false",
+    }
+    if query.country:
+        params["country"] = query.country.upper()
+    if query.language:
+        params["search_lang"] = _LANGUAGES.get(query.language, query.language)
+    if query.time_range:
+        start, end = query.time_range
+        params["freshness"] = f"{start.isoformat()}to{end.isoformat()}"
+    elif query.freshness:
+        params["freshness"] = _FRESHNESS[query.freshness]
+    return ProviderRequest(
+        method="GET",
+        url=endpoint(base_url, "/res/v1/web/search") + "?" + urlencode(params),
+        headers={"Accept": "application/json", "X-Subscription-Token": api_key or ""},
+    )
+
+
+def applies_time_filter(query: SearchQuery) -> bool:
+    return query.has_time_filter
+
+
+def parse(response: ProviderResponse) -> list[RawResult]:
+    if response.status != 200:
+        raise _failure(response)
+    data = load_json(response)
+    if not isinstance(data, dict):
+        raise ProviderError(ErrorClass.INVALID_RESPONSE, "expected a JSON object")
+    if data.get("type") == "ErrorResponse":
+        raise _failure(response)
+    results = []
+    for entry in items(dig(data, "web", "results")):
+        published = entry.get("page_age") or entry.get("age")
+        result = raw_result(
+            entry.get("title"), entry.get("url"), entry.get("description"), published
+        )
+        if result:
+            results.append(result)
+    return results
+
+
+def _failure(response: ProviderResponse) -> ProviderError:
+    body = load_json_or_none(response)
+    error = _error_object(body)
+    code = str(error.get("code") or "")
+    detail = excerpt(error.get("detail") or "") if error else excerpt(response.body)
+    described = f"{code}: {detail}" if code else detail
+    if response.status == 429 or code in ("RATE_LIMITED", "QUOTA_LIMITED"):
+        wait = retry_after_seconds(response)
+        if wait is None:
+            resets = _reset_values(response)
+            if code == "QUOTA_LIMITED":
+                wait = max(resets, default=QUOTA_RETRY_AFTER)
+            elif resets:
+                wait = resets[0]
+        return ProviderError(ErrorClass.RATE_LIMITED, f"HTTP 429 {described}", wait)
+    if code == "SUBSCRIPTION_TOKEN_INVALID":
+        return ProviderError(
+            ErrorClass.HTTP_4XX, f"HTTP {response.status} {code}: the API key was refused"
+        )
+    return failure_for_status(response, described) or ProviderError(
+        ErrorClass.INVALID_RESPONSE, f"error response: {described}"
+    )
+
+
+def _error_object(body: Any) -> dict[str, Any]:
+    # The schema says "error": {…}; reference examples show "errors": [{…}]. Accept both.
+    error = dig(body, "error")
+    if isinstance(error, dict):
+        return error
+    errors = dig(body, "errors")
+    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+        return errors[0]
+    return {}
+
+
+def _reset_values(response: ProviderResponse) -> list[float]:
+    raw = response.headers.get("X-RateLimit-Reset", "")
+    values = []
+    for part in raw.split(",")[:4]:
+        part = part.strip()
+        if part.isdigit():
+            values.append(float(min(int(part[:9]), 10**8)))
+    return values
+
+
+ADAPTER = ProviderAdapter(
+    kind="brave",
+    default_base_url=DEFAULT_BASE_URL,
+    needs_key=True,
+    build_request=build_request,
+    parse=parse,
+    applies_time_filter=applies_time_filter,
+)

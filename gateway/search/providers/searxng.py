@@ -1,0 +1,97 @@
+"""SearXNG's JSON API (self-hosted, keyless).
+
+An instance with JSON output turned off answers 403: the warning says how to turn it on.
+Engine failures stay HTTP 200 (`unresponsive_engines`); all engines failing with no results
+is a server error, not "nothing found".
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from gateway.search.failures import ErrorClass, ProviderError
+from gateway.search.providers.adapter import ProviderAdapter, endpoint
+from gateway.search.providers.decoding import (
+    dig,
+    excerpt,
+    failure_for_status,
+    items,
+    load_json,
+    load_json_or_none,
+    query_with_site_operators,
+    raw_result,
+)
+from gateway.search.query import RawResult, SearchQuery
+from gateway.search.transport import ProviderRequest, ProviderResponse
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8888"  # self-hosted only: there is no public default
+
+
+def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> ProviderRequest:
+    params = {
+        "q": query_with_site_operators(query, or_supported=False),
+        "format": "json",
+        "pageno": "1",
+    }
+    if query.language and query.country:
+        params["language"] = f"{query.language}-{query.country.upper()}"
+    elif query.language:
+        params["language"] = query.language
+    # SearXNG has no date range, and engines without time filtering ignore time_range.
+    if query.freshness and not query.time_range:
+        params["time_range"] = str(query.freshness)
+    headers = {"Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"  # for instances behind an auth proxy
+    return ProviderRequest(
+        method="GET", url=endpoint(base_url, "/search") + "?" + urlencode(params), headers=headers
+    )
+
+
+def applies_time_filter(query: SearchQuery) -> bool:
+    # Sent, but engines that cannot filter by time silently ignore it: never claimed.
+    return False
+
+
+def parse(response: ProviderResponse) -> list[RawResult]:
+    if response.status == 403:
+        raise ProviderError(
+            ErrorClass.HTTP_4XX,
+            "HTTP 403: JSON output is turned off on this SearXNG instance; "
+            "add json to search.formats in its settings.yml",
+        )
+    if response.status != 200:
+        message = dig(load_json_or_none(response), "error")
+        text = excerpt(message) if message is not None else excerpt(response.body)
+        raise failure_for_status(response, text) or ProviderError(
+            ErrorClass.INVALID_RESPONSE, f"unexpected HTTP {response.status}: {text}"
+        )
+    data = load_json(response)
+    if not isinstance(data, dict) or not isinstance(data.get("results", []), list):
+        raise ProviderError(ErrorClass.INVALID_RESPONSE, "expected an object with a results list")
+    results = []
+    for entry in items(data.get("results")):
+        result = raw_result(
+            entry.get("title"), entry.get("url"), entry.get("content"), entry.get("publishedDate")
+        )
+        if result:
+            results.append(result)
+    unresponsive = data.get("unresponsive_engines")
+    if not results and isinstance(unresponsive, list) and unresponsive:
+        names = ", ".join(
+            excerpt(" ".join(str(part) for part in pair[:2]), 60)
+            for pair in unresponsive[:5]
+            if isinstance(pair, list)
+        )
+        raise ProviderError(ErrorClass.SERVER_ERROR, f"no results; engines failed: {names}")
+    return results
+
+
+ADAPTER = ProviderAdapter(
+    kind="searxng",
+    default_base_url=DEFAULT_BASE_URL,
+    needs_key=False,
+    build_request=build_request,
+    parse=parse,
+    applies_time_filter=applies_time_filter,
+)

@@ -1,0 +1,128 @@
+"""Tavily `/search` (POST JSON, Bearer key).
+
+Errors come as {"detail": {"error": "…"}} (also a plain string detail, or the keyless
+{"error": {"message", "retry_after_seconds"}}); 432/433 are plan and spending limits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.search.failures import ErrorClass, ProviderError
+from gateway.search.providers.adapter import ProviderAdapter, endpoint
+from gateway.search.providers.decoding import (
+    QUOTA_RETRY_AFTER,
+    dig,
+    excerpt,
+    failure_for_status,
+    items,
+    load_json,
+    load_json_or_none,
+    raw_result,
+    retry_after_seconds,
+)
+from gateway.search.query import RawResult, SearchQuery
+from gateway.search.transport import ProviderRequest, ProviderResponse
+
+DEFAULT_BASE_URL = "https://api.tavily.com"
+# Tavily's `country` is a lower-case English name and only these are worth a table here.
+_COUNTRIES = {
+    "us": "united states", "gb": "united kingdom", "uk": "united kingdom", "cn": "china",
+    "de": "germany", "fr": "france", "jp": "japan", "in": "india", "ca": "canada",
+    "au": "australia", "br": "brazil", "es": "spain", "it": "italy", "kr": "south korea",
+    "nl": "netherlands", "se": "sweden", "ch": "switzerland", "sg": "singapore", "tw": "taiwan",
+    "hk": "hong kong", "mx": "mexico", "ru": "russia",
+}  # fmt: skip
+_QUOTA_STATUSES = {432, 433}
+
+
+def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> ProviderRequest:
+    body: dict[str, Any] = {
+        "query": query.query,
+        "max_results": query.max_results,
+        "search_depth": "basic",
+        "topic": "general",
+        "include_answer": False,
+        "include_raw_content": False,
+    }
+    if query.time_range:
+        body["start_date"], body["end_date"] = (d.isoformat() for d in query.time_range)
+    elif query.freshness:
+        body["time_range"] = str(query.freshness)
+    if query.wanted_domains:
+        body["include_domains"] = list(query.wanted_domains)
+    if query.exclude_domains:
+        body["exclude_domains"] = list(query.exclude_domains)
+    if query.country in _COUNTRIES:
+        body["country"] = _COUNTRIES[query.country]
+    return ProviderRequest(
+        method="POST",
+        url=endpoint(base_url, "/search"),
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "Authorization": f"Bearer {api_key or ''}",
+        },
+        body=orjson.dumps(body),
+    )
+
+
+def applies_time_filter(query: SearchQuery) -> bool:
+    return query.has_time_filter
+
+
+def parse(response: ProviderResponse) -> list[RawResult]:
+    if response.status != 200:
+        raise _failure(response)
+    data = load_json(response)
+    if not isinstance(data, dict) or not isinstance(data.get("results", []), list):
+        raise ProviderError(ErrorClass.INVALID_RESPONSE, "expected an object with a results list")
+    results = []
+    for entry in items(data.get("results")):
+        result = raw_result(
+            entry.get("title"), entry.get("url"), entry.get("content"), entry.get("published_date")
+        )
+        if result:
+            results.append(result)
+    return results
+
+
+def _failure(response: ProviderResponse) -> ProviderError:
+    body = load_json_or_none(response)
+    detail = dig(body, "detail")
+    message = dig(detail, "error") if isinstance(detail, dict) else detail
+    keyless = dig(body, "error")
+    if message is None and isinstance(keyless, dict):
+        message = keyless.get("message") or keyless.get("code")
+    text = excerpt(message) if message is not None else excerpt(response.body)
+    if response.status in _QUOTA_STATUSES:
+        return ProviderError(
+            ErrorClass.RATE_LIMITED,
+            f"HTTP {response.status} (plan limit): {text}",
+            QUOTA_RETRY_AFTER,
+        )
+    if response.status == 429:
+        wait = retry_after_seconds(response)
+        hinted = dig(keyless, "retry_after_seconds")
+        if wait is None and isinstance(hinted, int | float) and not isinstance(hinted, bool):
+            wait = float(hinted)
+        return ProviderError(ErrorClass.RATE_LIMITED, f"HTTP 429: {text}", wait)
+    if response.status in (401, 403):
+        return ProviderError(
+            ErrorClass.HTTP_4XX, f"HTTP {response.status}: the API key was refused ({text})"
+        )
+    return failure_for_status(response, text) or ProviderError(
+        ErrorClass.INVALID_RESPONSE, f"unexpected HTTP {response.status}: {text}"
+    )
+
+
+ADAPTER = ProviderAdapter(
+    kind="tavily",
+    default_base_url=DEFAULT_BASE_URL,
+    needs_key=True,
+    build_request=build_request,
+    parse=parse,
+    applies_time_filter=applies_time_filter,
+)
