@@ -1,0 +1,351 @@
+"""Which part of an HTML page is its main content: boilerplate removal and candidate scoring.
+
+After Mozilla Readability's algorithm: paragraphs score their ancestors, the best-scoring block
+(after discounting its link text) wins, sibling blocks that score near it join it, and then
+link-heavy, form-like or image-only blocks inside it are removed. The tree passed in is
+modified; callers parse a fresh one per attempt.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lxml import etree
+
+from gateway.extract.tree import squash, text_of
+
+# Elements that never hold readable main content.
+_JUNK_TAGS = (
+    "script", "style", "noscript", "template", "iframe", "frame", "frameset", "svg", "canvas",
+    "object", "embed", "applet", "link", "meta", "base", "input", "button", "select",
+    "textarea", "option", "optgroup", "datalist", "nav", "aside", "footer", "dialog", "map",
+    "area", "audio", "video", "source", "track", "picture", "math", "head", "menu",
+)
+_UNLIKELY_ROLES = frozenset(
+    {"menu", "menubar", "complementary", "navigation", "alert", "alertdialog", "dialog",
+     "banner", "contentinfo", "search", "toolbar", "tooltip"}
+)
+_UNLIKELY = re.compile(
+    r"-ad-|ai2html|banner|breadcrumbs|combx|comment|community|cover-wrap|disqus|extra|footer"
+    r"|gdpr|header|legends|menu|related|remark|replies|rss|shoutbox|sidebar|skyscraper|social"
+    r"|sponsor|supplemental|ad-break|agegate|pagination|pager|popup|yom-remote",
+    re.I,
+)
+_MAYBE_CANDIDATE = re.compile(r"and|article|body|column|content|main|shadow", re.I)
+_POSITIVE = re.compile(
+    r"article|body|content|entry|hentry|h-entry|main|page|pagination|post|text|blog|story", re.I
+)
+_NEGATIVE = re.compile(
+    r"-ad-|hidden|^hid$| hid$| hid |^hid |banner|combx|comment|com-|contact|foot|footer"
+    r"|footnote|gdpr|masthead|media|meta|outbrain|promo|related|scroll|share|shoutbox|sidebar"
+    r"|skyscraper|sponsor|shopping|tags|tool|widget",
+    re.I,
+)
+# Small widgets that sit inside articles: removed when they hold little text.
+_WIDGET = re.compile(
+    r"share|sharing|social|cookie|consent|newsletter|subscri|signup|sign-up|promo|advert"
+    r"|taboola|outbrain|recommend|related|paywall|print-only|sr-only|visually-hidden"
+    r"|screen-reader|byline|author|dateline|writtenby|timestamp|caption-credit",
+    re.I,
+)
+_HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
+
+_BLOCK_CHILDREN = frozenset(
+    {"a", "blockquote", "dl", "div", "img", "ol", "p", "pre", "table", "ul", "section",
+     "article", "header", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "form", "main"}
+)
+_TAG_BASE = {
+    "div": 5, "article": 5, "main": 5, "section": 0, "pre": 3, "td": 3, "blockquote": 3,
+    "address": -3, "ol": -3, "ul": -3, "dl": -3, "dd": -3, "dt": -3, "li": -3, "form": -3,
+    "h1": -5, "h2": -5, "h3": -5, "h4": -5, "h5": -5, "h6": -5, "th": -5,
+}
+_CLEANED_TAGS = ("form", "fieldset", "table", "ul", "ol", "dl", "div", "section", "figure")
+_COMMAS = re.compile(r"[,\u060c\ufe50\ufe10\ufe11\u2e41\u2e34\u2e32\uff0c]")
+_SENTENCE_END = re.compile(r"\.( |$)")
+
+MIN_PARAGRAPH_CHARS = 25
+ENOUGH_CONTENT_CHARS = 500
+WIDGET_MAX_CHARS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """Which of the riskier heuristics an attempt uses; later attempts relax them."""
+
+    strip_unlikely: bool = True
+    weigh_classes: bool = True
+    clean_conditionally: bool = True
+
+
+ATTEMPTS = (Attempt(), Attempt(strip_unlikely=False),
+            Attempt(strip_unlikely=False, weigh_classes=False),
+            Attempt(strip_unlikely=False, weigh_classes=False, clean_conditionally=False))
+
+
+def remove(el: etree._Element) -> None:
+    """Detach an element, keeping the text that follows it."""
+    parent = el.getparent()
+    if parent is None:
+        return
+    tail = el.tail
+    if tail:
+        previous = el.getprevious()
+        if previous is not None:
+            previous.tail = (previous.tail or "") + tail
+        else:
+            parent.text = (parent.text or "") + tail
+    parent.remove(el)
+
+
+def _label(el: etree._Element) -> str:
+    cls = el.get("class")
+    ident = el.get("id")
+    if cls and ident:
+        return cls + " " + ident
+    return cls or ident or ""
+
+
+def _is_hidden(el: etree._Element) -> bool:
+    if el.get("hidden") is not None or el.get("aria-hidden") == "true":
+        return True
+    style = el.get("style")
+    return bool(style and _HIDDEN_STYLE.search(style))
+
+
+def strip_boilerplate(body: etree._Element, attempt: Attempt) -> None:
+    """Remove what is never main content: junk tags, hidden and widget-like elements."""
+    for el in list(body.iter(*_JUNK_TAGS)):
+        remove(el)
+    doomed: list[etree._Element] = []
+    for el in body.iter(etree.Element):
+        tag = el.tag
+        if tag in ("html", "body"):
+            continue
+        if _is_hidden(el):
+            doomed.append(el)
+            continue
+        role = el.get("role")
+        if role and role.strip().lower() in _UNLIKELY_ROLES:
+            doomed.append(el)
+            continue
+        label = _label(el)
+        if el.get("rel") == "author" or "author" in (el.get("itemprop") or ""):
+            doomed.append(el)
+            continue
+        if not label:
+            continue
+        if (
+            attempt.strip_unlikely
+            and tag not in ("article", "main", "a", "table", "td", "tr", "tbody")
+            and _UNLIKELY.search(label)
+            and not _MAYBE_CANDIDATE.search(label)
+        ):
+            doomed.append(el)
+        elif _WIDGET.search(label) and tag not in ("article", "main", "body"):
+            doomed.append(el)
+    for el in doomed:
+        if el.getparent() is None:
+            continue
+        if el.tag != "body" and _WIDGET.search(_label(el)) and not _is_hidden(el):
+            if len(squash(text_of(el))) >= WIDGET_MAX_CHARS:
+                continue  # a wrapper whose class merely mentions "share": keep its content
+        remove(el)
+
+
+def class_weight(el: etree._Element) -> int:
+    weight = 0
+    for value in (el.get("class"), el.get("id")):
+        if value:
+            if _NEGATIVE.search(value):
+                weight -= 25
+            if _POSITIVE.search(value):
+                weight += 25
+    return weight
+
+
+def link_density(el: etree._Element, text_length: int | None = None) -> float:
+    length = len(squash(text_of(el))) if text_length is None else text_length
+    if not length:
+        return 0.0
+    links = 0.0
+    for a in el.iter("a"):
+        href = a.get("href") or ""
+        links += len(squash(text_of(a))) * (0.3 if href.startswith("#") else 1.0)
+    return links / length
+
+
+def _paragraph_text(el: etree._Element) -> str | None:
+    """The text a scorable element contributes, or None when it is a mere container."""
+    tag = el.tag
+    if tag in ("div", "section"):
+        if any(child.tag in _BLOCK_CHILDREN for child in el):
+            direct = (el.text or "") + "".join(child.tail or "" for child in el)
+            return direct
+        return text_of(el)
+    return text_of(el)
+
+
+def _score_candidates(body: etree._Element, attempt: Attempt) -> dict[etree._Element, float]:
+    scores: dict[etree._Element, float] = {}
+    for el in body.iter("p", "pre", "td", "div", "section"):
+        raw = _paragraph_text(el)
+        if raw is None:
+            continue
+        text = squash(raw)
+        if len(text) < MIN_PARAGRAPH_CHARS:
+            continue
+        score = 1 + len(_COMMAS.findall(text)) + min(len(text) // 100, 3)
+        for level, ancestor in enumerate(el.iterancestors()):
+            if level >= 5 or ancestor.tag == "html":
+                break
+            if ancestor not in scores:
+                base = _TAG_BASE.get(ancestor.tag, 0)
+                if attempt.weigh_classes:
+                    base += class_weight(ancestor)
+                scores[ancestor] = base
+            divider = 1 if level == 0 else (2 if level == 1 else level * 3)
+            scores[ancestor] += score / divider
+    return scores
+
+
+def select_content(body: etree._Element, attempt: Attempt, title: str | None) -> etree._Element:
+    """A new element holding the main content of `body` (moved out of it)."""
+    strip_boilerplate(body, attempt)
+    scores = _score_candidates(body, attempt)
+    container = etree.Element("div")
+    if not scores:
+        container.append(body)
+        return container
+    ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)[:10]
+    adjusted = {el: score * (1 - link_density(el)) for el, score in ranked}
+    top, top_score = max(adjusted.items(), key=lambda item: item[1])
+    top = _climb(top, top_score, scores, adjusted)
+    top_score = adjusted.get(top, scores.get(top, top_score))
+
+    parent = top.getparent()
+    siblings = [top] if parent is None else list(parent)
+    threshold = max(10.0, top_score * 0.2)
+    top_class = top.get("class") or ""
+    for sibling in siblings:
+        if not isinstance(sibling.tag, str):
+            continue
+        keep = sibling is top
+        if not keep:
+            bonus = top_score * 0.2 if top_class and sibling.get("class") == top_class else 0
+            if sibling in scores:
+                sibling_score = scores[sibling] * (1 - link_density(sibling))
+                keep = sibling_score + bonus >= threshold
+            if not keep and sibling.tag == "p":
+                text = squash(text_of(sibling))
+                density = link_density(sibling, len(text))
+                keep = (len(text) > 80 and density < 0.25) or (
+                    0 < len(text) <= 80 and density == 0 and _SENTENCE_END.search(text) is not None
+                )
+        if keep:
+            # lxml moves the tail with the element; that text belongs to the old parent
+            sibling.tail = None
+            container.append(sibling)
+    _prepare(container, attempt, scores, title)
+    return container
+
+
+def _climb(
+    top: etree._Element,
+    top_score: float,
+    scores: dict[etree._Element, float],
+    adjusted: dict[etree._Element, float],
+) -> etree._Element:
+    """Move up from the best block while its ancestors score as well (split articles)."""
+    # an only child is as good as its parent
+    parent = top.getparent()
+    while parent is not None and parent.tag not in ("body", "html") and len(parent) == 1:
+        top = parent
+        parent = top.getparent()
+    last = top_score
+    threshold = last / 3
+    parent = top.getparent()
+    while parent is not None and parent.tag not in ("body", "html"):
+        if parent not in scores:
+            parent = parent.getparent()
+            continue
+        score = adjusted.get(parent)
+        if score is None:
+            score = scores[parent] * (1 - link_density(parent))
+        if score < threshold:
+            break
+        if score > last:
+            return parent
+        last = score
+        parent = parent.getparent()
+    return top
+
+
+def _prepare(
+    container: etree._Element,
+    attempt: Attempt,
+    scores: dict[etree._Element, float],
+    title: str | None,
+) -> None:
+    """Readability's prepArticle: remove what is left of the furniture inside the content."""
+    title_key = squash(title).lower() if title else None
+    for heading in list(container.iter("h1", "h2")):
+        text = squash(text_of(heading))
+        if attempt.weigh_classes and class_weight(heading) < 0:
+            remove(heading)
+        elif title_key and text and (text.lower() in title_key or title_key in text.lower()):
+            remove(heading)
+    if not attempt.clean_conditionally:
+        return
+    for el in reversed(list(container.iter(*_CLEANED_TAGS))):
+        if el.getparent() is None or el is container:
+            continue
+        if _should_clean(el, attempt, scores):
+            remove(el)
+
+
+def _should_clean(
+    el: etree._Element, attempt: Attempt, scores: dict[etree._Element, float]
+) -> bool:
+    weight = class_weight(el) if attempt.weigh_classes else 0
+    if weight + scores.get(el, 0) < 0:
+        return True
+    text = squash(text_of(el))
+    if len(_COMMAS.findall(text)) >= 10:
+        return False
+    tag = el.tag
+    is_list = tag in ("ul", "ol")
+    length = len(text)
+    if not is_list and length:
+        list_chars = sum(len(squash(text_of(li))) for li in el.iter("ul", "ol"))
+        is_list = list_chars / length > 0.9
+    paragraphs = sum(1 for _ in el.iter("p"))
+    images = sum(1 for _ in el.iter("img"))
+    items = sum(1 for _ in el.iter("li")) - 100
+    inputs = sum(1 for _ in el.iter("input"))
+    in_figure = tag == "figure" or any(True for _ in el.iterancestors("figure"))
+    density = link_density(el, length)
+    headings = sum(len(squash(text_of(h))) for h in el.iter("h1", "h2", "h3", "h4", "h5", "h6"))
+    heading_density = headings / length if length else 0.0
+    has_code = tag != "table" and any(True for _ in el.iter("pre", "code"))
+    if has_code and density < 0.5:
+        return False
+    remove_it = (
+        (images > 1 and paragraphs / images < 0.5 and not in_figure)
+        or (not is_list and items > paragraphs)
+        or (inputs > paragraphs // 3)
+        or (
+            not is_list
+            and heading_density < 0.9
+            and length < MIN_PARAGRAPH_CHARS
+            and (images == 0 or images > 2)
+            and not in_figure
+        )
+        or (not is_list and weight < 25 and density > 0.2)
+        or (weight >= 25 and density > 0.5)
+    )
+    if remove_it and is_list:
+        # a list of images is content (a gallery)
+        if all(len(li) == 1 and li[0].tag == "img" for li in el.iter("li")) and images:
+            return False
+    return remove_it

@@ -1,0 +1,129 @@
+"""extract(): a response body and its Content-Type -> a Document, per the requested mode.
+
+Modes (contract 5.1): `auto` turns HTML into Markdown of the main content, pretty-prints JSON
+and passes other text through; `markdown` also converts bodies that are HTML by their look
+when their type is missing; `text` gives HTML's main content as plain text and other bodies
+decoded; `raw` gives the decoded body. Pure and thread-safe: no I/O, no shared state.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.extract.charset import decode_text, is_html_type, looks_like_html, media_type
+from gateway.extract.content import ATTEMPTS, ENOUGH_CONTENT_CHARS, select_content
+from gateway.extract.markdown import Renderer
+from gateway.extract.tree import page_description, page_title, parse_html
+
+MODES = ("auto", "markdown", "text", "raw")
+
+
+class ExtractError(Exception):
+    """What cannot be extracted: an unknown mode, or the deadline passed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    title: str | None
+    description: str | None
+    headings: tuple[tuple[int, str], ...]  # (level, text) of the main content's headings
+    text: str  # the extracted text (Markdown for HTML in auto/markdown)
+    mode: str  # the mode actually applied: "markdown" | "text" | "raw" | "json"
+
+
+def is_json_type(mtype: str) -> bool:
+    return mtype in ("application/json", "text/json") or mtype.endswith("+json")
+
+
+def extract(
+    body: bytes, content_type: str, mode: str = "auto", *, deadline_s: float | None = None
+) -> Document:
+    """The readable text of `body`; raises ExtractError past `deadline_s` seconds of work."""
+    if mode not in MODES:
+        raise ExtractError(f"unknown extract mode {mode!r}; expected one of {', '.join(MODES)}")
+    deadline = None if deadline_s is None else time.monotonic() + deadline_s
+    mtype = media_type(content_type)
+    if mode == "raw":
+        return Document(None, None, (), decode_text(body, content_type), "raw")
+    html = is_html_type(mtype) or (
+        mode == "markdown"
+        and mtype in ("", "application/octet-stream", "text/plain")
+        and looks_like_html(body[:1024])
+    )
+    if html:
+        return _extract_html(body, content_type, markdown=mode != "text", deadline=deadline)
+    text = decode_text(body, content_type)
+    if mode != "text" and is_json_type(mtype):
+        pretty = pretty_json(text)
+        if pretty is not None:
+            return Document(None, None, (), pretty, "json")
+    return Document(None, None, (), text, "text")
+
+
+def _check(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise ExtractError("extraction deadline passed")
+
+
+def _extract_html(
+    body: bytes, content_type: str, *, markdown: bool, deadline: float | None
+) -> Document:
+    mode = "markdown" if markdown else "text"
+    best: tuple[str, tuple[tuple[int, str], ...]] | None = None
+    title = description = None
+    for number, attempt in enumerate(ATTEMPTS):
+        _check(deadline)
+        root = parse_html(body, content_type)
+        if root is None:
+            return Document(None, None, (), "", mode)
+        if number == 0:
+            title = page_title(root)
+            description = page_description(root)
+        body_el = root.find("body")
+        if body_el is None:
+            body_el = root
+        _check(deadline)
+        content = select_content(body_el, attempt, title)
+        _check(deadline)
+        renderer = Renderer(markdown=markdown)
+        text = renderer.render(content)
+        headings = tuple(renderer.headings)
+        if best is None or len(text) > len(best[0]):
+            best = (text, headings)
+        if len(text) >= ENOUGH_CONTENT_CHARS:
+            break
+    assert best is not None
+    return Document(title, description, best[1], best[0], mode)
+
+
+def pretty_json(text: str) -> str | None:
+    """JSON with 2-space indents, keys in document order (duplicates kept); None if invalid."""
+    try:
+        value = json.loads(text, object_pairs_hook=_Pairs)
+        return _dump(value, "")
+    except (ValueError, RecursionError):
+        return None
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object as its key/value pairs, so duplicate keys survive pretty-printing."""
+
+
+def _dump(value: Any, indent: str) -> str:
+    inner = indent + "  "
+    if isinstance(value, _Pairs):
+        if not value:
+            return "{}"
+        items = [
+            f"{inner}{json.dumps(key, ensure_ascii=False)}: {_dump(item, inner)}"
+            for key, item in value
+        ]
+        return "{\n" + ",\n".join(items) + "\n" + indent + "}"
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        return "[\n" + ",\n".join(inner + _dump(item, inner) for item in value) + "\n" + indent + "]"
+    return json.dumps(value, ensure_ascii=False)

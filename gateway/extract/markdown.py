@@ -1,0 +1,348 @@
+"""Render an HTML subtree as Markdown, or as plain text with paragraph breaks.
+
+Markdown keeps headings, lists (nested), links (`javascript:`, fragment-only and data links
+become their text), fenced code with its language, inline code, emphasis, blockquotes and
+simple tables; images become their alt text. Plain text keeps the same blocks without markup.
+One Renderer per call: it holds the output being built.
+"""
+
+from __future__ import annotations
+
+import re
+
+from lxml import etree
+
+_WHITESPACE = re.compile(r"[ \t\n\r\f\v\u00a0\u2028\u2029\u200b]+")
+_BACKTICKS = re.compile(r"`+")
+_LANGUAGE = re.compile(
+    r"(?:^|\s)(?:language|lang|highlight-source|highlight|brush:|sourcecode)[-:_ ]?([A-Za-z0-9_+#.-]{1,30})",
+    re.I,
+)
+_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+_BLOCKS = frozenset(
+    {"address", "article", "aside", "blockquote", "body", "center", "dd", "details", "dialog",
+     "dir", "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1",
+     "h2", "h3", "h4", "h5", "h6", "header", "hgroup", "hr", "html", "li", "main", "menu",
+     "nav", "ol", "p", "pre", "section", "summary", "table", "tbody", "td", "tfoot", "th",
+     "thead", "tr", "ul", "caption", "legend", "noscript", "output"}
+)
+_CODE_INLINE = frozenset({"code", "kbd", "samp", "tt", "var"})
+_EMPHASIS = {"em": "*", "i": "*", "cite": "*", "dfn": "*", "strong": "**", "b": "**"}
+_SKIPPED = frozenset({"script", "style", "template", "head", "title", "noscript"})
+
+MAX_DEPTH = 120  # beyond this, a subtree becomes flat text (libxml2 itself stops at 255)
+MAX_HREF_CHARS = 2048
+MAX_TABLE_COLUMNS = 64
+MAX_COLSPAN = 16
+
+
+def _squash_inline(text: str) -> str:
+    return _WHITESPACE.sub(" ", text)
+
+
+class Renderer:
+    """Builds the text of one subtree; `headings` collects (level, text) on the way."""
+
+    def __init__(self, *, markdown: bool) -> None:
+        self.markdown = markdown
+        self.headings: list[tuple[int, str]] = []
+
+    def render(self, root: etree._Element) -> str:
+        blocks: list[str] = []
+        self._blocks(root, blocks, 0)
+        return "\n\n".join(blocks)
+
+    # --- blocks -------------------------------------------------------------------------
+
+    def _blocks(self, el: etree._Element, out: list[str], depth: int) -> None:
+        """Render the children of a block container into `out`."""
+        inline: list[str] = []
+        if el.text:
+            inline.append(_squash_inline(el.text))
+        for child in el:
+            tag = child.tag
+            if not isinstance(tag, str) or tag in _SKIPPED:
+                if child.tail:
+                    inline.append(_squash_inline(child.tail))
+                continue
+            if self._is_block(child):
+                self._flush(inline, out)
+                self._block(child, out, depth + 1)
+            else:
+                inline.append(self._inline(child, depth + 1))
+            if child.tail:
+                inline.append(_squash_inline(child.tail))
+        self._flush(inline, out)
+
+    def _is_block(self, el: etree._Element) -> bool:
+        tag = el.tag
+        if tag in _BLOCKS:
+            return True
+        if tag == "br" or tag == "img":
+            return False
+        # an inline element wrapping blocks (a card link, a span around paragraphs)
+        return next(el.iter(*_BLOCKS), None) is not None
+
+    @staticmethod
+    def _flush(inline: list[str], out: list[str]) -> None:
+        if not inline:
+            return
+        text = "".join(inline)
+        inline.clear()
+        lines = [line.strip() for line in text.split("\n")]
+        paragraph = "\n".join(line for line in lines if line)
+        if paragraph:
+            out.append(paragraph)
+
+    def _block(self, el: etree._Element, out: list[str], depth: int) -> None:
+        if depth > MAX_DEPTH:
+            flat = _squash_inline("".join(el.itertext())).strip()
+            if flat:
+                out.append(flat)
+            return
+        tag = el.tag
+        level = _HEADINGS.get(tag)
+        if level is not None:
+            text = _squash_inline(self._inline_children(el, depth)).strip()
+            if text:
+                plain = _squash_inline("".join(el.itertext())).strip()
+                self.headings.append((level, plain))
+                out.append(("#" * level + " " + text) if self.markdown else text)
+            return
+        if tag == "pre":
+            self._code_block(el, out)
+        elif tag in ("ul", "ol", "menu", "dir"):
+            self._list(el, out, depth)
+        elif tag == "li":
+            self._list_item("- ", el, out, depth)
+        elif tag == "blockquote":
+            inner: list[str] = []
+            self._blocks(el, inner, depth)
+            if inner:
+                text = "\n\n".join(inner)
+                if self.markdown:
+                    text = "\n".join("> " + line if line else ">" for line in text.split("\n"))
+                out.append(text)
+        elif tag == "table":
+            self._table(el, out, depth)
+        elif tag == "hr":
+            if self.markdown:
+                out.append("---")
+        else:
+            self._blocks(el, out, depth)
+
+    def _code_block(self, el: etree._Element, out: list[str]) -> None:
+        code = _preformatted_text(el).strip("\n").rstrip()
+        if not code.strip():
+            return
+        if not self.markdown:
+            out.append(code)
+            return
+        language = _code_language(el)
+        longest = max((len(run) for run in _BACKTICKS.findall(code)), default=0)
+        fence = "`" * max(3, longest + 1)
+        out.append(f"{fence}{language}\n{code}\n{fence}")
+
+    def _list(self, el: etree._Element, out: list[str], depth: int) -> None:
+        ordered = el.tag == "ol"
+        number = 1
+        if ordered:
+            start = (el.get("start") or "").strip()
+            if start.isdigit() and len(start) < 10:
+                number = int(start)
+        items: list[str] = []
+        loose: list[etree._Element] = []
+        for child in el:
+            if not isinstance(child.tag, str) or child.tag in _SKIPPED:
+                continue
+            if child.tag == "li":
+                marker = f"{number}. " if ordered else "- "
+                before = len(items)
+                self._list_item(marker, child, items, depth + 1)
+                if len(items) > before:
+                    number += 1
+            else:
+                loose.append(child)
+        for child in loose:  # stray content directly in a list: keep it, as blocks
+            self._block(child, items, depth + 1)
+        if items:
+            out.append("\n".join(items))
+
+    def _list_item(self, marker: str, el: etree._Element, out: list[str], depth: int) -> None:
+        inner: list[str] = []
+        self._blocks(el, inner, depth)
+        text = "\n".join(inner).strip("\n")
+        if not text:
+            return
+        pad = " " * len(marker)
+        lines = text.split("\n")
+        out.append("\n".join([marker + lines[0]] + [pad + line if line else "" for line in lines[1:]]))
+
+    def _table(self, el: etree._Element, out: list[str], depth: int) -> None:
+        rows = _table_rows(el)
+        nested = next(el.iterdescendants("table", "pre", "ul", "ol", "h1", "h2", "h3"), None)
+        width = max((sum(_colspan(c) for c in row) for row in rows), default=0)
+        if nested is not None or width < 2 or width > MAX_TABLE_COLUMNS:
+            # a layout table: its cells are ordinary blocks
+            for row in rows:
+                for cell in row:
+                    self._blocks(cell, out, depth + 1)
+            caption = el.find("caption")
+            if caption is not None:
+                self._blocks(caption, out, depth + 1)
+            return
+        lines: list[list[str]] = []
+        for row in rows:
+            cells: list[str] = []
+            for cell in row:
+                text = _squash_inline(
+                    self._inline_children(cell, depth + 1).replace("\n", " ")
+                ).strip()
+                if self.markdown:
+                    text = text.replace("|", "\\|")
+                cells.append(text)
+                cells.extend("" for _ in range(_colspan(cell) - 1))
+            if any(cells):
+                lines.append(cells + [""] * (width - len(cells)))
+        if not lines:
+            return
+        caption = el.find("caption")
+        if caption is not None:
+            text = _squash_inline("".join(caption.itertext())).strip()
+            if text:
+                out.append(text)
+        if self.markdown:
+            rendered = ["| " + " | ".join(lines[0]) + " |", "|" + "---|" * width]
+            rendered.extend("| " + " | ".join(cells) + " |" for cells in lines[1:])
+        else:
+            rendered = [" | ".join(cell for cell in cells if cell) for cells in lines]
+        out.append("\n".join(rendered))
+
+    # --- inline -------------------------------------------------------------------------
+
+    def _inline_children(self, el: etree._Element, depth: int) -> str:
+        parts: list[str] = []
+        if el.text:
+            parts.append(_squash_inline(el.text))
+        for child in el:
+            if isinstance(child.tag, str) and child.tag not in _SKIPPED:
+                parts.append(self._inline(child, depth + 1))
+            if child.tail:
+                parts.append(_squash_inline(child.tail))
+        return "".join(parts)
+
+    def _inline(self, el: etree._Element, depth: int) -> str:
+        tag = el.tag
+        if depth > MAX_DEPTH:
+            return _squash_inline("".join(el.itertext()))
+        if tag == "br":
+            return "\n"
+        if tag == "img":
+            alt = _squash_inline(el.get("alt") or "").strip()
+            return f" {alt} " if alt else ""
+        if tag in _BLOCKS:  # a block inside inline content: a line of its own
+            return "\n" + _squash_inline(self._inline_children(el, depth)).strip() + "\n"
+        if tag in _CODE_INLINE:
+            code = _squash_inline("".join(el.itertext()))
+            if not code.strip():
+                return code
+            if not self.markdown:
+                return code
+            return _code_span(code)
+        inner = self._inline_children(el, depth)
+        if not self.markdown:
+            return inner
+        if tag == "a":
+            return _link(inner, el.get("href"))
+        mark = _EMPHASIS.get(tag)
+        if mark is not None:
+            return _wrap(inner, mark)
+        return inner
+
+
+def _wrap(inner: str, mark: str) -> str:
+    core = inner.strip()
+    if not core or "\n" in core:
+        return inner
+    lead = " " if inner[:1].isspace() else ""
+    trail = " " if inner[-1:].isspace() else ""
+    return f"{lead}{mark}{core}{mark}{trail}"
+
+
+def _link(inner: str, href: str | None) -> str:
+    core = inner.strip()
+    if not core:
+        return inner
+    target = (href or "").strip()
+    lowered = target.lower()
+    if (
+        not target
+        or target.startswith("#")
+        or lowered.startswith(("javascript:", "data:", "vbscript:"))
+        or len(target) > MAX_HREF_CHARS
+        or "\n" in core
+    ):
+        return inner
+    target = _WHITESPACE.sub("%20", target)
+    if "(" in target or ")" in target or "<" in target or ">" in target:
+        target = "<" + target.replace("<", "%3C").replace(">", "%3E") + ">"
+    core = core.replace("[", "\\[").replace("]", "\\]")
+    lead = " " if inner[:1].isspace() else ""
+    trail = " " if inner[-1:].isspace() else ""
+    return f"{lead}[{core}]({target}){trail}"
+
+
+def _code_span(code: str) -> str:
+    longest = max((len(run) for run in _BACKTICKS.findall(code)), default=0)
+    ticks = "`" * (longest + 1)
+    core = code.strip()
+    pad = " " if core.startswith("`") or core.endswith("`") else ""
+    lead = " " if code[:1].isspace() else ""
+    trail = " " if code[-1:].isspace() else ""
+    return f"{lead}{ticks}{pad}{core}{pad}{ticks}{trail}"
+
+
+def _preformatted_text(el: etree._Element) -> str:
+    parts: list[str] = []
+    for node in el.iter():
+        if node is not el and node.tag == "br":
+            parts.append("\n")
+        if node.text and isinstance(node.tag, str) and node.tag not in _SKIPPED:
+            parts.append(node.text)
+        if node is not el and node.tail:
+            parts.append(node.tail)
+    return "".join(parts).replace("\r\n", "\n").replace("\u00a0", " ")
+
+
+def _code_language(el: etree._Element) -> str:
+    candidates = [el]
+    code = el.find(".//code")
+    if code is not None:
+        candidates.append(code)
+    parent = el.getparent()
+    if parent is not None:
+        candidates.append(parent)
+    for node in candidates:
+        language = node.get("data-lang") or node.get("data-language")
+        if language and re.fullmatch(r"[A-Za-z0-9_+#.-]{1,30}", language):
+            return language.lower()
+        match = _LANGUAGE.search(node.get("class") or "")
+        if match:
+            return match.group(1).lower()
+    return ""
+
+
+def _table_rows(table: etree._Element) -> list[list[etree._Element]]:
+    rows: list[list[etree._Element]] = []
+    for row in table.iter("tr"):
+        # rows of nested tables belong to those tables
+        owner = next(row.iterancestors("table"), None)
+        if owner is not table:
+            continue
+        rows.append([cell for cell in row if cell.tag in ("td", "th")])
+    return rows
+
+
+def _colspan(cell: etree._Element) -> int:
+    value = (cell.get("colspan") or "1").strip()
+    return min(int(value), MAX_COLSPAN) if value.isdigit() and 0 < len(value) < 4 and int(value) > 0 else 1
