@@ -19,6 +19,8 @@ class ErrorClass(StrEnum):
     HTTP_4XX = "http_4xx"
     INVALID_RESPONSE = "invalid_response"
     BUDGET_EXHAUSTED = "budget_exhausted"
+    # Not a failure of the provider (its health counts it a success), but the chain moves on.
+    NO_RESULTS = "no_results"
 
 
 class ProviderError(Exception):

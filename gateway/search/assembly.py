@@ -1,0 +1,79 @@
+"""`build_engine`: the `search:` configuration section -> a ready `SearchEngine`.
+
+Reads provider entries ({id, kind, base_url?, api_key_env?, allow_private?}), API keys from
+the environment (never from the file), and builds in-memory health and cache stores unless
+shared ones are passed in. It does not validate the file's syntax: the config loader does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from gateway.search.cache import InMemorySearchCache, SearchCache
+from gateway.search.chain import ConfiguredProvider, RetryPolicy, SearchEngine, SearchOutcome
+from gateway.search.health import HealthStore, InMemoryHealthStore
+from gateway.search.providers import ADAPTERS
+
+DEFAULT_PROVIDERS: tuple[Mapping[str, Any], ...] = ({"id": "ddg", "kind": "duckduckgo"},)
+DEFAULTS = {"cache_ttl": 600.0, "timeout": 10.0, "deadline": 20.0}
+
+
+def build_engine(
+    search_config: Any,
+    transport: Any,
+    clock: Callable[[], float],
+    *,
+    environ: Mapping[str, str] | None = None,
+    health: HealthStore | None = None,
+    cache: SearchCache[SearchOutcome] | None = None,
+    retry: RetryPolicy | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> SearchEngine:
+    """`search_config` may be the parsed mapping or an object with the same attributes."""
+    env = os.environ if environ is None else environ
+    entries = _read(search_config, "providers", None) or DEFAULT_PROVIDERS
+    providers = [_provider(entry, env) for entry in entries]
+    cache_ttl = float(_read(search_config, "cache_ttl", DEFAULTS["cache_ttl"]))
+    return SearchEngine(
+        providers,
+        transport,
+        health=health if health is not None else InMemoryHealthStore(clock),
+        cache=cache if cache is not None else InMemorySearchCache(cache_ttl, clock),
+        timeout=float(_read(search_config, "timeout", DEFAULTS["timeout"])),
+        deadline=float(_read(search_config, "deadline", DEFAULTS["deadline"])),
+        retry=retry,
+        sleep=sleep,
+        clock=clock,
+    )
+
+
+def _provider(entry: Any, env: Mapping[str, str]) -> ConfiguredProvider:
+    pid = _read(entry, "id", None)
+    kind = _read(entry, "kind", None)
+    if not isinstance(pid, str) or not pid:
+        raise ValueError("search.providers: every provider needs an id")
+    adapter = ADAPTERS.get(kind) if isinstance(kind, str) else None
+    if adapter is None:
+        raise ValueError(
+            f"search.providers[{pid}]: unknown kind {kind!r}; known: {', '.join(sorted(ADAPTERS))}"
+        )
+    key_env = _read(entry, "api_key_env", None)
+    return ConfiguredProvider(
+        id=pid,
+        adapter=adapter,
+        base_url=_read(entry, "base_url", None) or adapter.default_base_url,
+        api_key=(env.get(key_env) or None) if key_env else None,
+        api_key_env=key_env,
+        allow_private=bool(_read(entry, "allow_private", False)),
+    )
+
+
+def _read(source: Any, name: str, default: Any) -> Any:
+    if isinstance(source, Mapping):
+        value = source.get(name, default)
+    else:
+        value = getattr(source, name, default)
+    return default if value is None else value

@@ -1,0 +1,392 @@
+"""The search chain: ask configured providers in order until one answers with results.
+
+Cooling providers are skipped, failures and empty answers hand over to the next provider, a
+retryable failure gets one retry after a backoff, and the whole search fits in a deadline.
+Every warning reads "<id>: [class] message" with API keys scrubbed. Domain filters are applied
+again to what comes back. The answer is canonicalised, deduplicated and cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from gateway.errors import (
+    GatewayError,
+    InvalidRequestError,
+    ResponseTooLargeError,
+    UpstreamError,
+    UpstreamTimeoutError,
+)
+from gateway.search.cache import SearchCache, search_cache_key
+from gateway.search.canonical import SearchResult, canonical_url, dedup, result_id
+from gateway.search.failures import ErrorClass, ProviderError, scrub_secrets
+from gateway.search.health import HealthState, HealthStore, iso_time
+from gateway.search.providers.adapter import ProviderAdapter
+from gateway.search.query import RawResult, SearchQuery, host_within, rewrite_chinese_year
+from gateway.search.transport import ProviderTransport, ProviderTransportError
+
+log = logging.getLogger("gateway.search")
+
+_RETRYABLE = {ErrorClass.TIMEOUT, ErrorClass.NETWORK, ErrorClass.SERVER_ERROR}
+# Slack on top of the timeout handed to the transport, in case one does not honour it.
+_TRANSPORT_GRACE = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ConfiguredProvider:
+    id: str
+    adapter: ProviderAdapter
+    base_url: str
+    api_key: str | None = field(default=None, repr=False)
+    api_key_env: str | None = None
+    allow_private: bool = False
+
+    @property
+    def kind(self) -> str:
+        return self.adapter.kind
+
+    @property
+    def key_missing(self) -> bool:
+        return self.adapter.needs_key and not self.api_key
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    backoff: float = 0.5  # seconds before the one retry of a timeout, network or server error
+    max_retry_after: float = 2.0  # a rate limit is retried only when it asks for at most this
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutcome:
+    query: str  # as the caller wrote it
+    sent_query: str  # what the answering provider was asked (after any year rewrite)
+    provider: str | None  # None only when no provider answered with results or emptiness
+    providers_tried: tuple[str, ...]
+    warnings: tuple[str, ...]
+    results: tuple[SearchResult, ...]
+    deduped: int
+    filtered_domains: int
+    freshness_applied: bool
+    cached: bool
+    query_rewritten: bool
+    query_year: int | None
+    freshness_auto_inferred: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "sent_query": self.sent_query,
+            "provider": self.provider,
+            "providers_tried": list(self.providers_tried),
+            "warnings": list(self.warnings),
+            "results": [r.to_dict() for r in self.results],
+            "deduped": self.deduped,
+            "filtered_domains": self.filtered_domains,
+            "freshness_applied": self.freshness_applied,
+            "cached": self.cached,
+            "query_rewritten": self.query_rewritten,
+            "query_year": self.query_year,
+            "freshness_auto_inferred": self.freshness_auto_inferred,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SearchOutcome:
+        """The inverse of `to_dict`, for caches that store JSON."""
+        return cls(
+            query=data["query"],
+            sent_query=data["sent_query"],
+            provider=data["provider"],
+            providers_tried=tuple(data["providers_tried"]),
+            warnings=tuple(data["warnings"]),
+            results=tuple(SearchResult(**r) for r in data["results"]),
+            deduped=data["deduped"],
+            filtered_domains=data["filtered_domains"],
+            freshness_applied=data["freshness_applied"],
+            cached=data["cached"],
+            query_rewritten=data["query_rewritten"],
+            query_year=data["query_year"],
+            freshness_auto_inferred=data["freshness_auto_inferred"],
+        )
+
+
+@dataclass(slots=True)
+class _Answer:
+    provider: str
+    sent: SearchQuery
+    results: list[SearchResult]
+    deduped: int
+    filtered: int
+    freshness_applied: bool
+
+
+class SearchEngine:
+    def __init__(
+        self,
+        providers: Sequence[ConfiguredProvider],
+        transport: ProviderTransport,
+        *,
+        health: HealthStore,
+        cache: SearchCache[SearchOutcome] | None = None,
+        timeout: float = 10.0,
+        deadline: float = 20.0,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not providers:
+            raise ValueError("at least one search provider is needed")
+        ids = [p.id for p in providers]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"search provider ids must be unique: {ids}")
+        self._providers = {p.id: p for p in providers}
+        self._order = tuple(ids)
+        self._transport = transport
+        self._health = health
+        self._cache = cache
+        self._timeout = timeout
+        self._deadline = deadline
+        self._retry = retry or RetryPolicy()
+        self._sleep = sleep
+        self._clock = clock
+        self._secrets = tuple(p.api_key for p in providers if p.api_key)
+
+    @property
+    def provider_ids(self) -> tuple[str, ...]:
+        return self._order
+
+    async def search(self, query: SearchQuery, *, provider_id: str | None = None) -> SearchOutcome:
+        if provider_id is not None and provider_id not in self._providers:
+            raise InvalidRequestError(
+                f"provider: unknown provider {provider_id[:64]!r}; "
+                f"configured: {', '.join(self._order)}"
+            )
+        chain = (provider_id,) if provider_id is not None else self._order
+        key = search_cache_key(query, chain, pinned=provider_id is not None)
+        if self._cache is not None:
+            hit = await self._cache.get(key)
+            if hit is not None:
+                return replace(hit, cached=True)
+
+        rewrite = rewrite_chinese_year(query)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._deadline
+        tried: list[str] = []
+        warnings: list[str] = []
+        answer: _Answer | None = None
+        empty: _Answer | None = None
+        for pid in chain:
+            provider = self._providers[pid]
+            skip = await self._skip_reason(provider, deadline - loop.time())
+            if skip is not None:
+                self._warn(warnings, pid, skip)
+                continue
+            sent = rewrite.query
+            if rewrite.query_rewritten and not provider.adapter.applies_time_filter(sent):
+                sent = query  # the year stays in the text where no time filter can replace it
+            tried.append(pid)
+            try:
+                raw = await self._ask(provider, sent, deadline)
+            except ProviderError as error:
+                if error.error_class is not ErrorClass.BUDGET_EXHAUSTED:
+                    await self._health.record_failure(pid, error.error_class, error.retry_after)
+                self._warn(warnings, pid, error)
+                continue
+            await self._health.record_success(pid)
+            candidate = self._finish(pid, provider.adapter, sent, raw)
+            if candidate.results:
+                answer = candidate
+                break
+            empty = empty or candidate
+            detail = (
+                f"{candidate.filtered} outside the domain filters" if candidate.filtered else ""
+            )
+            self._warn(warnings, pid, ProviderError(ErrorClass.NO_RESULTS, _no_results(detail)))
+
+        chosen = answer or empty
+        if chosen is None:
+            raise UpstreamError("every search provider failed: " + "; ".join(warnings))
+        rewritten = chosen.sent is rewrite.query and rewrite.query_rewritten
+        outcome = SearchOutcome(
+            query=query.query,
+            sent_query=chosen.sent.query,
+            provider=chosen.provider,
+            providers_tried=tuple(tried),
+            warnings=tuple(warnings),
+            results=tuple(chosen.results),
+            deduped=chosen.deduped,
+            filtered_domains=chosen.filtered,
+            freshness_applied=chosen.freshness_applied,
+            cached=False,
+            query_rewritten=rewritten,
+            query_year=rewrite.query_year,
+            freshness_auto_inferred=rewritten and rewrite.freshness_auto_inferred,
+        )
+        if self._cache is not None and answer is not None:
+            await self._cache.put(key, outcome)
+        return outcome
+
+    async def status(self) -> dict[str, Any]:
+        """Providers with their health (for /v1/status), and cache statistics."""
+        health = await self._health.snapshot(self._order)
+        providers = [{**entry, "kind": self._providers[entry["id"]].kind} for entry in health]
+        cache = (await self._cache.stats()).to_dict() if self._cache is not None else None
+        return {"providers": providers, "cache": cache}
+
+    async def _skip_reason(
+        self, provider: ConfiguredProvider, remaining: float
+    ) -> ProviderError | None:
+        if provider.key_missing:
+            where = f" (set {provider.api_key_env})" if provider.api_key_env else ""
+            return ProviderError(ErrorClass.HTTP_4XX, f"no API key configured{where}; not asked")
+        health = await self._health.get(provider.id)
+        now = self._clock()
+        if health.state_at(now) is HealthState.COOLING and health.cooling_until is not None:
+            return ProviderError(
+                health.last_error or ErrorClass.SERVER_ERROR,
+                f"cooling down until {iso_time(health.cooling_until)} after repeated failures "
+                "or a rate limit; not asked",
+            )
+        if remaining <= 0:
+            return ProviderError(
+                ErrorClass.BUDGET_EXHAUSTED,
+                f"the search deadline of {self._deadline:g} s was spent; not asked",
+            )
+        return None
+
+    async def _ask(
+        self, provider: ConfiguredProvider, query: SearchQuery, deadline: float
+    ) -> list[RawResult]:
+        """One request, and one retry when the failure is worth it and time allows."""
+        loop = asyncio.get_running_loop()
+        request = provider.adapter.build_request(query, provider.base_url, provider.api_key)
+        retried = False
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise ProviderError(
+                    ErrorClass.BUDGET_EXHAUSTED,
+                    f"the search deadline of {self._deadline:g} s ran out",
+                )
+            per_request = min(self._timeout, remaining)
+            try:
+                response = await asyncio.wait_for(
+                    self._transport.send(
+                        request, timeout=per_request, allow_private=provider.allow_private
+                    ),
+                    per_request + _TRANSPORT_GRACE,
+                )
+                return _parse(provider, response)
+            except (ProviderTransportError, GatewayError, TimeoutError) as exc:
+                error = _transport_failure(exc, per_request)
+                if error.error_class is ErrorClass.TIMEOUT and per_request < self._timeout:
+                    error = ProviderError(
+                        ErrorClass.BUDGET_EXHAUSTED,
+                        f"the search deadline of {self._deadline:g} s ran out while waiting",
+                    )
+            except ProviderError as exc:
+                error = exc
+            wait = self._retry_wait(error)
+            if retried or wait is None or wait >= deadline - loop.time():
+                raise error
+            retried = True
+            log.info(
+                "search provider %s: %s; retrying in %.2f s",
+                provider.id,
+                self._scrub(str(error)),
+                wait,
+            )
+            await self._sleep(wait)
+
+    def _retry_wait(self, error: ProviderError) -> float | None:
+        if error.error_class in _RETRYABLE:
+            return self._retry.backoff
+        if (
+            error.error_class is ErrorClass.RATE_LIMITED
+            and error.retry_after is not None
+            and 0 <= error.retry_after <= self._retry.max_retry_after
+        ):
+            return max(error.retry_after, self._retry.backoff)
+        return None
+
+    def _finish(
+        self, pid: str, adapter: ProviderAdapter, sent: SearchQuery, raw: list[RawResult]
+    ) -> _Answer:
+        results: list[SearchResult] = []
+        filtered = 0
+        for item in raw:
+            url = canonical_url(item.url)
+            if url is None:
+                continue
+            host = (urlsplit(url).hostname or "").lower()
+            if not _domain_allowed(host, sent):
+                filtered += 1
+                continue
+            results.append(
+                SearchResult(
+                    id=result_id(url),
+                    title=item.title,
+                    url=url,
+                    snippet=item.snippet,
+                    domain=host,
+                    published_at=item.published_at,
+                )
+            )
+        kept, deduped = dedup(results)
+        return _Answer(
+            provider=pid,
+            sent=sent,
+            results=kept[: sent.max_results],
+            deduped=deduped,
+            filtered=filtered,
+            freshness_applied=sent.has_time_filter and adapter.applies_time_filter(sent),
+        )
+
+    def _warn(self, warnings: list[str], pid: str, error: ProviderError) -> None:
+        line = self._scrub(f"{pid}: [{error.error_class}] {error.message}")
+        warnings.append(line)
+        log.warning("search provider %s", line)
+
+    def _scrub(self, text: str) -> str:
+        return scrub_secrets(text, self._secrets)
+
+
+def _parse(provider: ConfiguredProvider, response: Any) -> list[RawResult]:
+    try:
+        return provider.adapter.parse(response)
+    except ProviderError:
+        raise
+    except Exception as exc:  # a parser bug must cost one provider, not the search
+        log.exception("search provider %s: parser failed", provider.id)
+        raise ProviderError(
+            ErrorClass.INVALID_RESPONSE, f"response could not be read ({type(exc).__name__})"
+        ) from None
+
+
+def _transport_failure(exc: Exception, timeout: float) -> ProviderError:
+    if isinstance(exc, ProviderTransportError):
+        cls = ErrorClass.TIMEOUT if exc.error_class == "timeout" else ErrorClass.NETWORK
+        return ProviderError(cls, exc.message)
+    if isinstance(exc, TimeoutError | UpstreamTimeoutError):
+        return ProviderError(ErrorClass.TIMEOUT, f"no answer within {timeout:g} s")
+    if isinstance(exc, ResponseTooLargeError):
+        return ProviderError(ErrorClass.INVALID_RESPONSE, exc.message)
+    assert isinstance(exc, GatewayError)
+    return ProviderError(ErrorClass.NETWORK, f"{exc.code}: {exc.message}")
+
+
+def _domain_allowed(host: str, query: SearchQuery) -> bool:
+    if query.site and not host_within(host, query.site):
+        return False
+    if query.include_domains and not any(host_within(host, d) for d in query.include_domains):
+        return False
+    return not any(host_within(host, d) for d in query.exclude_domains)
+
+
+def _no_results(detail: str) -> str:
+    return "answered with no results" + (f" ({detail})" if detail else "")
