@@ -7,14 +7,9 @@ lxml parsers must not be shared between threads.
 
 from __future__ import annotations
 
-import re
-
 from lxml import etree
 
 from gateway.extract.charset import sniff_encoding
-
-_WHITESPACE = re.compile(r"\s+")
-
 
 def parse_html(body: bytes, content_type: str) -> etree._Element | None:
     """The document's root element, or None when there is nothing to parse."""
@@ -44,7 +39,13 @@ def parse_html(body: bytes, content_type: str) -> etree._Element | None:
 
 def squash(text: str) -> str:
     """Whitespace runs (newlines, NBSP) as single spaces, stripped."""
-    return _WHITESPACE.sub(" ", text).strip()
+    return " ".join(text.split())
+
+
+def text_length(el: etree._Element) -> int:
+    """Characters of an element's text once whitespace runs count as one."""
+    words = "".join(el.itertext()).split()
+    return sum(map(len, words)) + len(words) - 1 if words else 0
 
 
 def text_of(el: etree._Element) -> str:
