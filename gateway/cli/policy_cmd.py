@@ -1,16 +1,341 @@
-"""`gateway policy`: not yet written."""
+"""`gateway policy check|explain|test`: the policy author's tools, as thin adapters.
+
+Output formats (also in the README's policy reference):
+- check: one `FILE:LINE:COL: code: message` line per problem, a warning's code written
+  `warning[code]`; `FILE: ok (name NAME, sha256 HEX)` for a usable file. Exit 1 on any error.
+- explain: per URL `URL: VERDICT (REASON, rule RULE)` and indented details, or with --json
+  one object per line. Never resolves names unless --resolve. Exit 0; 2 for a broken policy.
+- test: each failing case as `CASES:LINE: URL: expected V/R/RULE, got V/R/RULE`, then
+  `N passed, M failed`. Exit 1 on a failure; 2 for a broken policy or cases file.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import json
+import socket
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from gateway.policy.addresses import IPAddress
+from gateway.policy.engine import Decision, Reason, decide_addresses, decide_url
+from gateway.policy.load import PolicyValidationError, load_policy_file
+from gateway.policy.model import Policy
+from gateway.policy.urls import Target
+from gateway.policy.yamlsource import (
+    Field,
+    Issue,
+    SourceError,
+    Walker,
+    choice_field,
+    compose,
+    read_bounded,
+    string_field,
+)
+
+TOOLS = ("WebFetch", "WebSearch", "XSearch", "Research")
+MAX_CASES_BYTES = 4 << 20
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("policy", help="(not yet available)")
-    parser.set_defaults(run=_run)
+    parser = subparsers.add_parser(
+        "policy", help="check, explain and test policy files", description=__doc__
+    )
+    sub = parser.add_subparsers(dest="policy_command", metavar="SUBCOMMAND")
+    sub.required = True
+
+    check = sub.add_parser("check", help="validate policy files, printing every problem")
+    check.add_argument("files", nargs="+", metavar="FILE")
+    check.set_defaults(run=run_check)
+
+    explain = sub.add_parser("explain", help="say which rule decides each URL, and why")
+    explain.add_argument("file", metavar="FILE")
+    explain.add_argument("urls", nargs="+", metavar="URL")
+    explain.add_argument("--json", action="store_true", help="one JSON object per line")
+    explain.add_argument("--tool", default="WebFetch", choices=TOOLS)
+    explain.add_argument("--method", help="judge as proxied plain HTTP with this method")
+    explain.add_argument(
+        "--resolve",
+        action="store_true",
+        help="resolve allowed names (real DNS) and check every address",
+    )
+    explain.set_defaults(run=run_explain)
+
+    test = sub.add_parser("test", help="run a policy's test cases")
+    test.add_argument("file", metavar="FILE")
+    test.add_argument("cases", metavar="CASES.yaml")
+    test.set_defaults(run=run_test)
 
 
-def _run(args: argparse.Namespace) -> int:
-    print("gateway policy: not yet available")
-    return 2
+# --- check ---------------------------------------------------------------------------------
+
+
+def run_check(args: argparse.Namespace) -> int:
+    status = 0
+    for path in args.files:
+        try:
+            policy, warnings = load_policy_file(path)
+        except PolicyValidationError as exc:
+            _print_issues(exc.issues)
+            status = 1
+            continue
+        _print_issues(warnings)
+        print(f"{path}: ok (name {policy.name}, sha256 {policy.sha256})")
+    return status
+
+
+def _print_issues(issues: Sequence[Issue], *, file: Any = None) -> None:
+    for issue in issues:
+        print(issue, file=file or sys.stdout)
+
+
+def _load(path: str) -> Policy | None:
+    try:
+        policy, warnings = load_policy_file(path)
+    except PolicyValidationError as exc:
+        _print_issues(exc.issues, file=sys.stderr)
+        return None
+    _print_issues(warnings, file=sys.stderr)
+    return policy
+
+
+# --- judging one URL -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a fetch of the URL would meet: the decision, and the addresses checked."""
+
+    decision: Decision
+    addresses: tuple[IPAddress, ...] = ()
+    lookup_error: str | None = None
+
+    @property
+    def verdict(self) -> str:
+        return "deny" if self.lookup_error else self.decision.verdict
+
+    @property
+    def reason(self) -> str | None:
+        if self.lookup_error:
+            return "upstream_unreachable"  # what the agent would get: never an allow
+        return str(self.decision.reason) if self.decision.reason else None
+
+    @property
+    def rule(self) -> str:
+        return "resolve" if self.lookup_error else self.decision.rule
+
+
+def judge(
+    policy: Policy,
+    url: str,
+    *,
+    tool: str = "WebFetch",
+    method: str | None = None,
+    addresses: Sequence[IPAddress] | None = None,
+) -> Verdict:
+    """Steps 1-3 for the URL, then step 4 for an IP literal or for the given addresses.
+
+    A denial at any step decides. On an allow the URL's rule stands, unless an address passed
+    only through a `networks.allow` exemption: then that rule is the one that mattered.
+    """
+    decision, target = decide_url(policy, url, tool=tool, method=method)
+    if not decision.allowed or target is None:
+        return Verdict(decision)
+    if target.ip is not None:
+        addresses = (target.ip,)
+    if not addresses:
+        return Verdict(decision)
+    checked = decide_addresses(policy, target, addresses)
+    if not checked.allowed or checked.rule.startswith("networks.allow["):
+        return Verdict(checked, tuple(addresses))
+    return Verdict(decision, tuple(addresses))
+
+
+def resolve(target: Target) -> tuple[IPAddress, ...]:
+    """The name's addresses from the system resolver, asked for the absolute name (so search
+    lists never apply). Only `explain --resolve` does this; OSError on failure."""
+    infos = socket.getaddrinfo(target.host + ".", target.port, type=socket.SOCK_STREAM)
+    found: dict[IPAddress, None] = {}
+    for *_, sockaddr in infos:
+        found.setdefault(ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0]), None)
+    if not found:
+        raise OSError("no addresses")
+    return tuple(found)
+
+
+# --- explain -------------------------------------------------------------------------------
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    policy = _load(args.file)
+    if policy is None:
+        return 2
+    for url in args.urls:
+        verdict = judge(policy, url, tool=args.tool, method=args.method)
+        if args.resolve:
+            verdict = _resolve_and_judge(policy, url, verdict, tool=args.tool, method=args.method)
+        if args.json:
+            print(json.dumps(_explain_record(url, verdict, resolved=args.resolve)))
+        else:
+            print(_explain_text(url, verdict))
+    return 0
+
+
+def _resolve_and_judge(
+    policy: Policy, url: str, verdict: Verdict, *, tool: str, method: str | None
+) -> Verdict:
+    decision, target = decide_url(policy, url, tool=tool, method=method)
+    # A denied name never reaches DNS, here as in the gateway; IP literals need no lookup.
+    if not decision.allowed or target is None or target.ip is not None:
+        return verdict
+    try:
+        addresses = resolve(target)
+    except (OSError, UnicodeError, ValueError) as exc:
+        return Verdict(decision, lookup_error=f"lookup of {target.host} failed: {exc}")
+    return judge(policy, url, tool=tool, method=method, addresses=addresses)
+
+
+def _explain_record(url: str, verdict: Verdict, *, resolved: bool) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "url": url,
+        "decision": verdict.verdict,
+        "reason": verdict.reason,
+        "rule": verdict.rule,
+        "enforced": verdict.decision.enforced or verdict.lookup_error is not None,
+        "message": verdict.decision.message,
+        "detail": verdict.decision.detail,
+    }
+    if resolved:
+        record["addresses"] = [str(ip) for ip in verdict.addresses]
+        record["lookup_error"] = verdict.lookup_error
+    return record
+
+
+def _explain_text(url: str, verdict: Verdict) -> str:
+    decision = verdict.decision
+    reason = f"{verdict.reason}, " if verdict.reason else ""
+    lines = [f"{url}: {verdict.verdict} ({reason}rule {verdict.rule})"]
+    if verdict.lookup_error:
+        lines.append(f"  lookup failed: {verdict.lookup_error}")
+    else:
+        lines.append(f"  {decision.describe()}")
+    if verdict.addresses:
+        lines.append(f"  addresses: {', '.join(str(ip) for ip in verdict.addresses)}")
+    return "\n".join(lines)
+
+
+# --- test ----------------------------------------------------------------------------------
+
+
+def _read_addresses(w: Walker, node: Any, path: str) -> tuple[IPAddress, ...] | None:
+    items = w.sequence(node, path)
+    if items is None:
+        return None
+    if not items:
+        w.error(node, "bad_value", f"{path} must list at least one address")
+        return None
+    found: list[IPAddress] = []
+    for i, item in enumerate(items):
+        text = w.string(item, f"{path}[{i}]")
+        if text is None:
+            return None
+        try:
+            found.append(ipaddress.ip_address(text))
+        except ValueError:
+            w.error(item, "bad_address", f"{path}[{i}]: {text!r} is not an IP address")
+            return None
+    return tuple(found)
+
+
+_CASE_FIELDS: dict[str, Field] = {
+    "url": string_field(required=True),
+    "expect": Field(lambda w, n, p: w.choice(n, p, ("allow", "deny")), None, required=True),
+    "reason": choice_field(None, tuple(r.value for r in Reason)),
+    "rule": string_field(),
+    "addresses": Field(_read_addresses, None),
+    "tool": choice_field("WebFetch", TOOLS),
+    "method": string_field(),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    line: int
+    url: str
+    expect: str
+    reason: str | None
+    rule: str | None
+    addresses: tuple[IPAddress, ...] | None
+    tool: str
+    method: str | None
+
+    def failure(self, verdict: Verdict) -> str | None:
+        """None when the verdict meets every expectation the case states."""
+        ok = (
+            verdict.verdict == self.expect
+            and (self.reason is None or self.reason == verdict.reason)
+            and (self.rule is None or self.rule == verdict.rule)
+        )
+        if ok:
+            return None
+        default_reason = "-" if self.expect == "allow" else "*"
+        expected = f"{self.expect}/{self.reason or default_reason}/{self.rule or '*'}"
+        got = f"{verdict.verdict}/{verdict.reason or '-'}/{verdict.rule}"
+        return f"{self.url}: expected {expected}, got {got}"
+
+
+def load_cases(path: str) -> tuple[Case, ...]:
+    """The cases file, as strict as a policy; SourceError lists every problem."""
+    data = read_bounded(path, max_bytes=MAX_CASES_BYTES)
+    document = compose(data, source=path, max_bytes=MAX_CASES_BYTES)
+    walker = Walker(path, document.issues)
+    if document.root is None:
+        walker.error(None, "no_cases", "the file has no cases; write a list of {url, expect}")
+        raise SourceError(walker.sorted_issues())
+    items = walker.sequence(document.root, "the cases file") or []
+    cases = []
+    for i, node in enumerate(items):
+        section = walker.mapping(node, _CASE_FIELDS, path=f"[{i}]")
+        if section.invalid:
+            continue
+        values = section.values
+        cases.append(
+            Case(
+                node.start_mark.line + 1,
+                values["url"],
+                values["expect"],
+                values["reason"],
+                values["rule"],
+                values["addresses"],
+                values["tool"],
+                values["method"],
+            )
+        )
+    if walker.has_errors:
+        raise SourceError(walker.sorted_issues())
+    return tuple(cases)
+
+
+def run_test(args: argparse.Namespace) -> int:
+    policy = _load(args.file)
+    if policy is None:
+        return 2
+    try:
+        cases = load_cases(args.cases)
+    except SourceError as exc:
+        _print_issues(exc.issues, file=sys.stderr)
+        return 2
+    failed = 0
+    for case in cases:
+        verdict = judge(
+            policy, case.url, tool=case.tool, method=case.method, addresses=case.addresses
+        )
+        failure = case.failure(verdict)
+        if failure is not None:
+            failed += 1
+            print(f"{args.cases}:{case.line}: {failure}")
+    print(f"{len(cases) - failed} passed, {failed} failed")
+    return 1 if failed else 0
