@@ -23,6 +23,7 @@ _JUNK_TAGS = (
     "object", "embed", "applet", "link", "meta", "base", "input", "button", "select",
     "textarea", "option", "optgroup", "datalist", "nav", "aside", "footer", "dialog", "map",
     "area", "audio", "video", "source", "track", "picture", "math", "head", "menu",
+    "figcaption",
 )
 _UNLIKELY_ROLES = frozenset(
     {"menu", "menubar", "complementary", "navigation", "alert", "alertdialog", "dialog",
@@ -46,7 +47,8 @@ _NEGATIVE = re.compile(
 _WIDGET = re.compile(
     r"share|sharing|social|cookie|consent|newsletter|subscri|signup|sign-up|promo|advert"
     r"|taboola|outbrain|recommend|related|paywall|print-only|sr-only|visually-hidden"
-    r"|screen-reader|byline|author|dateline|writtenby|timestamp|caption-credit"
+    r"|screen-reader|byline|author|dateline|writtenby|timestamp|caption|credit|gallery"
+    r"|slideshow|figcaption"
 )
 # Reader comments: never the main content, whichever attempt.
 _COMMENTS = re.compile(
@@ -389,6 +391,7 @@ def _should_clean(
         )
         or (not is_list and weight < 25 and density > 0.2)
         or (weight >= 25 and density > 0.5)
+        or (is_list and density > 0.6)  # a list of links: related stories, tags, "read more"
     )
     if remove_it and is_list:
         # a list of images is content (a gallery)

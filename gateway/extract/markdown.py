@@ -18,6 +18,7 @@ _LANGUAGE = re.compile(
     r"(?:^|\s)(?:language|lang|highlight-source|highlight|brush:|sourcecode)[-:_ ]?([A-Za-z0-9_+#.-]{1,30})",
     re.I,
 )
+_FILE_NAME = re.compile(r"\.(?:jpe?g|png|gif|webp|svg|avif)\b", re.I)
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _BLOCKS = frozenset(
     {"address", "article", "aside", "blockquote", "body", "center", "dd", "details", "dialog",
@@ -220,6 +221,16 @@ class Renderer:
 
     # --- inline -------------------------------------------------------------------------
 
+    def _alt_text(self, el: etree._Element) -> str:
+        """Images are their alt text in Markdown, when it reads as words (not a file name);
+        plain text leaves them out."""
+        if not self.markdown:
+            return ""
+        alt = _squash_inline(el.get("alt") or "").strip()
+        if " " not in alt or _FILE_NAME.search(alt):
+            return ""
+        return f" {alt} "
+
     def _inline_children(self, el: etree._Element, depth: int) -> str:
         parts: list[str] = []
         if el.text:
@@ -238,8 +249,7 @@ class Renderer:
         if tag == "br":
             return "\n"
         if tag == "img":
-            alt = _squash_inline(el.get("alt") or "").strip()
-            return f" {alt} " if alt else ""
+            return self._alt_text(el)
         if tag in _BLOCKS:  # a block inside inline content: a line of its own
             return "\n" + _squash_inline(self._inline_children(el, depth)).strip() + "\n"
         if tag in _CODE_INLINE:
