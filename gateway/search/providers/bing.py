@@ -112,10 +112,11 @@ def unwrap(href: str) -> str | None:
                 return None
             encoded = encoded[2:]
             try:
-                raw = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
-                return raw.decode("utf-8")
+                padded = encoded + "=" * (-len(encoded) % 4)
+                target = base64.b64decode(padded, altchars=b"-_", validate=True).decode("utf-8")
             except (binascii.Error, ValueError):
                 return None
+            return target if target.startswith(("https://", "http://")) else None
     return href.strip() if parts.scheme in ("http", "https") else None
 
 
