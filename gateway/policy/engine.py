@@ -38,7 +38,7 @@ from enum import StrEnum
 from typing import Any
 
 from gateway.policy.addresses import AddressKind, IPAddress, classify_address, embedded_ipv4
-from gateway.policy.model import Action, Mode, Policy
+from gateway.policy.model import Action, IPNetwork, Mode, Policy
 from gateway.policy.urls import InvalidURLError, Target, UnsupportedSchemeError, parse_url
 
 
@@ -220,9 +220,13 @@ def decide_address(
     ip: IPAddress,
     port: int,
     *,
-    own_addresses: Collection[tuple[IPAddress, int]] = (),
+    own_addresses: Collection[tuple[IPNetwork, int]] = (),
 ) -> Decision:
-    """Step 4 for one address that a connection would go to. Enforced in every mode."""
+    """Step 4 for one address that a connection would go to. Enforced in every mode.
+
+    `own_addresses` holds the gateway's listening (network, port) pairs; a wildcard bind is
+    passed as every local network on that port (see fetch.own_addresses).
+    """
     cls = classify_address(ip)
     if cls.kind is AddressKind.METADATA:
         return _deny(
@@ -248,19 +252,24 @@ def decide_addresses(
     target: Target,
     addresses: Sequence[IPAddress],
     *,
-    own_addresses: Collection[tuple[IPAddress, int]] = (),
+    own_addresses: Collection[tuple[IPNetwork, int]] = (),
 ) -> Decision:
     """Step 4 for a whole DNS answer: any blocked address refuses the name."""
+    return decide_answer(policy, target.port, addresses, own_addresses=own_addresses)
+
+
+def decide_answer(
+    policy: Policy,
+    port: int,
+    addresses: Sequence[IPAddress],
+    *,
+    own_addresses: Collection[tuple[IPNetwork, int]] = (),
+) -> Decision:
+    """Step 4 for the addresses a connection to `port` could use, in answer order."""
     if not addresses:
-        raise ValueError("decide_addresses needs at least one address")
-    last = None
-    for ip in addresses:
-        decision = decide_address(policy, ip, target.port, own_addresses=own_addresses)
-        if not decision.allowed:
-            return decision
-        last = decision
-    assert last is not None
-    return last
+        raise ValueError("an address decision needs at least one address")
+    decisions = [decide_address(policy, ip, port, own_addresses=own_addresses) for ip in addresses]
+    return next((d for d in decisions if not d.allowed), decisions[-1])
 
 
 def decide_content_type(policy: Policy, content_type: str | None) -> Decision:
@@ -301,10 +310,5 @@ def _in_network(ip: IPAddress, network: Any) -> bool:
     return False
 
 
-def _is_own(ip: IPAddress, port: int, own: Collection[tuple[IPAddress, int]]) -> bool:
-    if (ip, port) in own:
-        return True
-    if ip.version == 6:
-        inner = embedded_ipv4(ip)
-        return inner is not None and (inner, port) in own
-    return False
+def _is_own(ip: IPAddress, port: int, own: Collection[tuple[IPNetwork, int]]) -> bool:
+    return any(port == own_port and _in_network(ip, network) for network, own_port in own)

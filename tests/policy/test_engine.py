@@ -263,7 +263,7 @@ def test_decide_address(policy, ip, allowed, reason, rule) -> None:
 
 
 def test_decide_address_own_listening_address() -> None:
-    own = {(ipaddress.ip_address("127.0.0.1"), 8080)}
+    own = {(ipaddress.ip_network("127.0.0.0/8"), 8080)}
     policy = make_policy(net_allow=["127.0.0.0/8"])
     denied = decide_address(policy, ipaddress.ip_address("127.0.0.1"), 8080, own_addresses=own)
     assert (denied.allowed, denied.reason, denied.rule) == (
@@ -273,6 +273,8 @@ def test_decide_address_own_listening_address() -> None:
     )
     other_port = decide_address(policy, ipaddress.ip_address("127.0.0.1"), 8081, own_addresses=own)
     assert other_port.allowed
+    mapped = decide_address(policy, ipaddress.ip_address("::ffff:127.0.0.2"), 8080, own_addresses=own)
+    assert mapped.reason is Reason.OWN_ADDRESS
 
 
 def test_decide_addresses_one_bad_answer_refuses_the_name() -> None:

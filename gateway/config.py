@@ -1,0 +1,137 @@
+"""The gateway configuration (CONTRACT 4): immutable values with the contract's defaults.
+
+`gateway/configload.py` reads the YAML file into these, as strictly as a policy file; this
+module only describes the shape, so every layer can depend on it without loading YAML.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclass(frozen=True, slots=True)
+class ListenConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    proxy_port: int | None = None
+    workers: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class AuditConfig:
+    path: str = "audit/gateway-{instance}.jsonl"
+    fsync: bool = False
+    rotate_bytes: int = 104_857_600
+    checkpoint_interval: float = 300.0
+    checkpoints_path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClientLimits:
+    requests_per_minute: int | None = None
+    concurrent: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    id: str
+    token_sha256: str
+    policy: str | None = None  # a policy file; None = the gateway's policy
+    limits: ClientLimits = ClientLimits()
+
+
+@dataclass(frozen=True, slots=True)
+class StateConfig:
+    redis: str | None = None
+    on_failure: str = "closed"  # closed | open
+
+
+@dataclass(frozen=True, slots=True)
+class FetchConfig:
+    cache_ttl: float = 0.0
+    user_agent: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    id: str
+    kind: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    allow_private: bool = False
+
+
+def _default_providers() -> tuple[ProviderConfig, ...]:
+    return (ProviderConfig(id="ddg", kind="duckduckgo"),)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchConfig:
+    providers: tuple[ProviderConfig, ...] = field(default_factory=_default_providers)
+    cache_ttl: float = 600.0
+    timeout: float = 10.0
+    deadline: float = 20.0
+    id_ttl: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class XSearchConfig:
+    kind: str = "xai"
+    api_key_env: str = "XAI_API_KEY"
+    model: str = "grok-4.3"
+    timeout: float = 60.0
+    base_url: str = "https://api.x.ai"
+    allow_private: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ResolverConfig:
+    hosts: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True, slots=True)
+class TLSConfig:
+    ca_file: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyConfig:
+    connect_ports: tuple[int, ...] = (443,)
+    require_tls: bool = True
+    tunnel_idle_timeout: float = 300.0
+    tunnel_max_duration: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    header_timeout: float = 10.0
+    keepalive_timeout: float = 75.0
+    max_connections_per_ip: int = 256
+    max_body_bytes: int = 1_048_576
+    shutdown_grace: float = 30.0
+    metrics_need_token: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    listen: ListenConfig = ListenConfig()
+    instance_id: str | None = None
+    policy: str | None = None  # a policy file; None = the embedded default
+    audit: AuditConfig = AuditConfig()
+    signing_key: str | None = None
+    retired_keys: tuple[str, ...] = ()
+    clients: tuple[ClientConfig, ...] = ()
+    state: StateConfig = StateConfig()
+    fetch: FetchConfig = FetchConfig()
+    search: SearchConfig = SearchConfig()
+    x_search: XSearchConfig = XSearchConfig()
+    resolver: ResolverConfig = ResolverConfig()
+    tls: TLSConfig = TLSConfig()
+    proxy: ProxyConfig = ProxyConfig()
+    server: ServerConfig = ServerConfig()
+    source: str | None = None  # the file it was read from, for reload and messages

@@ -1,0 +1,282 @@
+"""The Fetcher against a hostile upstream on loopback, with injected DNS answers."""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import tracemalloc
+
+import pytest
+
+from gateway.errors import (
+    PolicyDeniedError,
+    ResponseTooLargeError,
+    UpstreamError,
+    UpstreamTimeoutError,
+    UpstreamUnreachableError,
+)
+from gateway.fetch.client import Fetcher, FetchOptions
+from gateway.fetch.resolver import parse_static_hosts
+from gateway.policy.engine import Reason, decide_url
+from gateway.policy.model import Limits, Timeouts
+from tests.policy.conftest import make_policy
+from tests.upstream import PAGE, bombs, make_upstream
+
+
+@pytest.fixture
+async def upstream(aiohttp_server):
+    return await aiohttp_server(make_upstream(), host="127.0.0.1")
+
+
+@pytest.fixture
+def policy(upstream):
+    return make_policy(
+        allow=[".example.com"],
+        ports=(80, 443, upstream.port),
+        net_allow=["127.0.0.0/8"],
+        timeouts=Timeouts(connect=2, read=1, total=2.5),
+        limits=Limits(max_response_bytes=5_000_000),
+        max_redirects=5,
+    )
+
+
+@pytest.fixture
+async def fetcher():
+    hosts = parse_static_hosts(
+        {
+            "site.example.com": ["127.0.0.1"],
+            "other.example.com": ["127.0.0.1"],
+            "internal.example.com": ["10.0.0.5"],
+            "metadata.example.com": ["169.254.169.254"],
+            "mixed.example.com": ["127.0.0.1", "10.0.0.5"],
+        }
+    )
+    f = Fetcher(static_hosts=hosts)
+    yield f
+    await f.close()
+
+
+def url(upstream, path: str, host: str = "site.example.com") -> str:
+    return f"http://{host}:{upstream.port}{path}"
+
+
+async def fetch(fetcher, policy, address: str, **options):
+    decision, target = decide_url(policy, address)
+    assert decision.allowed, decision
+    return await fetcher.fetch(policy, target, FetchOptions(**options))
+
+
+async def test_fetch_page(fetcher, policy, upstream) -> None:
+    result = await fetch(fetcher, policy, url(upstream, "/page"))
+    assert result.status == 200
+    assert result.body == PAGE
+    assert result.body_sha256 == hashlib.sha256(PAGE).hexdigest()
+    assert result.ip == "127.0.0.1"
+    assert result.content_type.startswith("text/html")
+
+
+async def test_agent_headers_never_forwarded_and_user_agent_names_gateway(
+    fetcher, policy, upstream
+) -> None:
+    result = await fetch(fetcher, policy, url(upstream, "/echo-headers"))
+    import orjson
+
+    sent = {k.lower(): v for k, v in orjson.loads(result.body).items()}
+    assert "agent-egress-gateway" in sent["user-agent"]
+    assert "authorization" not in sent and "cookie" not in sent
+    assert sent["accept-encoding"] == "gzip, deflate, br"
+    assert sent["host"] == f"site.example.com:{upstream.port}"
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [("/gzip", b"compressed page"), ("/deflate", b"deflated text"), ("/br", b"brotli text")],
+)
+async def test_content_codings_decoded(fetcher, policy, upstream, path, expected) -> None:
+    result = await fetch(fetcher, policy, url(upstream, path))
+    assert expected in result.body
+    assert result.body_sha256 == hashlib.sha256(result.body).hexdigest()
+
+
+@pytest.mark.parametrize("path", ["/gzip-bomb", "/br-bomb"])
+async def test_decompression_bombs_cost_a_few_megabytes(fetcher, policy, upstream, path) -> None:
+    bombs()  # compressed before measuring
+    tracemalloc.start()
+    try:
+        with pytest.raises(ResponseTooLargeError):
+            await fetch(fetcher, policy, url(upstream, path))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # The cap is 5 MB; the body parts plus one slice may be held, never the 100 MB.
+    assert peak < 20_000_000
+
+
+@pytest.mark.parametrize(
+    ("path", "fragment"), [("/stacked", "stacked"), ("/unknown-coding", "unsupported")]
+)
+async def test_stacked_and_unknown_codings_are_upstream_errors(
+    fetcher, policy, upstream, path, fragment
+) -> None:
+    with pytest.raises(UpstreamError, match=fragment):
+        await fetch(fetcher, policy, url(upstream, path))
+
+
+async def test_endless_body_is_cut_at_the_cap(fetcher, policy, upstream) -> None:
+    with pytest.raises(ResponseTooLargeError):
+        await fetch(fetcher, policy, url(upstream, "/endless"))
+
+
+async def test_declared_length_over_cap_refused_before_reading(fetcher, policy, upstream) -> None:
+    with pytest.raises(ResponseTooLargeError, match="declares"):
+        await fetch(fetcher, policy, url(upstream, "/sized/6000000"))
+
+
+async def test_slow_sender_hits_total_timeout(fetcher, policy, upstream) -> None:
+    with pytest.raises(UpstreamTimeoutError):
+        await fetch(fetcher, policy, url(upstream, "/slow"))
+
+
+async def test_stalled_upstream_hits_read_timeout(fetcher, policy, upstream) -> None:
+    with pytest.raises(UpstreamTimeoutError):
+        await fetch(fetcher, policy, url(upstream, "/stall"))
+
+
+async def test_lying_content_length_is_upstream_error(fetcher, policy, upstream) -> None:
+    with pytest.raises(UpstreamError):
+        await fetch(fetcher, policy, url(upstream, "/lying-length"))
+
+
+@pytest.mark.parametrize("path", ["/huge-header", "/many-headers"])
+async def test_header_caps(fetcher, policy, upstream, path) -> None:
+    with pytest.raises(UpstreamError):
+        await fetch(fetcher, policy, url(upstream, path))
+
+
+async def test_image_is_refused_by_content_type(fetcher, policy, upstream) -> None:
+    with pytest.raises(PolicyDeniedError) as info:
+        await fetch(fetcher, policy, url(upstream, "/image"))
+    assert info.value.decision.reason is Reason.CONTENT_TYPE_NOT_ALLOWED
+    assert info.value.decision.rule == "limits.content_types"
+
+
+async def test_upstream_error_status_is_returned(fetcher, policy, upstream) -> None:
+    result = await fetch(fetcher, policy, url(upstream, "/status/404"))
+    assert result.status == 404
+
+
+@pytest.mark.parametrize(
+    ("host", "reason", "rule"),
+    [
+        ("internal.example.com", Reason.PRIVATE_ADDRESS, "networks.block_private"),
+        ("metadata.example.com", Reason.METADATA_ADDRESS, "networks.metadata"),
+        ("mixed.example.com", Reason.PRIVATE_ADDRESS, "networks.block_private"),
+    ],
+)
+async def test_resolved_addresses_are_checked(
+    fetcher, policy, upstream, host, reason, rule
+) -> None:
+    with pytest.raises(PolicyDeniedError) as info:
+        await fetch(fetcher, policy, url(upstream, "/page", host=host))
+    assert (info.value.decision.reason, info.value.decision.rule) == (reason, rule)
+
+
+async def test_unresolvable_name_is_unreachable(fetcher, policy, upstream) -> None:
+    with pytest.raises(UpstreamUnreachableError):
+        await fetch(fetcher, policy, url(upstream, "/page", host="nowhere.example.com"))
+
+
+async def test_refused_connection_is_unreachable(fetcher, policy, upstream) -> None:
+    closed_port_policy = make_policy(allow=[".example.com"], ports=(1,), net_allow=["127.0.0.0/8"])
+    with pytest.raises(UpstreamUnreachableError):
+        await fetch(fetcher, closed_port_policy, "http://site.example.com:1/")
+
+
+async def test_redirect_chain_followed_and_recorded(fetcher, policy, upstream) -> None:
+    result = await fetch(fetcher, policy, url(upstream, "/chain/3"))
+    assert result.body == b"end of chain"
+    assert [h.status for h in result.trace.redirects] == [302, 302, 302]
+    assert str(result.target.url).endswith("/chain/0")
+    assert all(h.decision.allowed for h in result.trace.redirects)
+
+
+async def test_redirect_loop_hits_the_cap(fetcher, policy, upstream) -> None:
+    with pytest.raises(PolicyDeniedError) as info:
+        await fetch(fetcher, policy, url(upstream, "/loop"))
+    assert info.value.decision.reason is Reason.REDIRECT_LIMIT
+    assert len(info.value.decision.rule) and info.value.decision.rule == "redirects.max"
+
+
+@pytest.mark.parametrize(
+    ("to", "reason", "rule"),
+    [
+        ("http://10.0.0.1/", Reason.IP_LITERAL_NOT_ALLOWED, "default"),
+        (
+            "http://internal.example.com:{port}/page",
+            Reason.PRIVATE_ADDRESS,
+            "networks.block_private",
+        ),
+        ("http://169.254.169.254/latest/meta-data/", Reason.IP_LITERAL_NOT_ALLOWED, "default"),
+        ("http://evil.test/", Reason.DOMAIN_NOT_ALLOWED, "default"),
+        ("gopher://site.example.com/", Reason.SCHEME_NOT_ALLOWED, "schemes"),
+    ],
+)
+async def test_redirect_to_forbidden_places_is_refused(
+    fetcher, policy, upstream, to, reason, rule
+) -> None:
+    target = to.format(port=upstream.port)
+    with pytest.raises(PolicyDeniedError) as info:
+        await fetch(fetcher, policy, url(upstream, f"/redirect?to={target}"))
+    assert (info.value.decision.reason, info.value.decision.rule) == (reason, rule)
+
+
+async def test_two_locations_is_upstream_error(fetcher, policy, upstream) -> None:
+    with pytest.raises(UpstreamError, match="Location"):
+        await fetch(fetcher, policy, url(upstream, "/two-locations"))
+
+
+async def test_ip_literal_target_checked_before_connecting(fetcher, upstream) -> None:
+    policy = make_policy(
+        net_allow=["127.0.0.0/8"], net_deny=["127.0.0.0/24"], ports=(upstream.port,)
+    )
+    decision, target = decide_url(policy, f"http://127.0.0.1:{upstream.port}/page")
+    assert decision.allowed  # networks.allow admits the literal at step 3...
+    with pytest.raises(PolicyDeniedError) as info:  # ...and networks.deny refuses the address
+        await fetcher.fetch(policy, target)
+    assert (info.value.decision.reason, info.value.decision.rule) == (
+        Reason.NETWORK_DENIED,
+        "networks.deny[0]",
+    )
+
+
+async def test_own_address_is_refused(upstream) -> None:
+    own = ((ipaddress.ip_network("127.0.0.1/32"), upstream.port),)
+    f = Fetcher(
+        static_hosts=parse_static_hosts({"site.example.com": ["127.0.0.1"]}), own_addresses=own
+    )
+    policy = make_policy(allow=[".example.com"], ports=(upstream.port,), net_allow=["127.0.0.0/8"])
+    try:
+        with pytest.raises(PolicyDeniedError) as info:
+            await fetch(f, policy, url(upstream, "/page"))
+        assert info.value.decision.reason is Reason.OWN_ADDRESS
+    finally:
+        await f.close()
+
+
+async def test_keep_alive_connections_are_reused(fetcher, policy, upstream) -> None:
+    seen = set()
+    for _ in range(5):
+        result = await fetch(fetcher, policy, url(upstream, "/text"))
+        assert result.status == 200
+    session = next(iter(fetcher._sessions.values()))
+    seen.add(len(session.connector._conns))
+    assert seen == {1}  # one pooled keep-alive connection served all five
+
+
+async def test_pools_are_not_shared_across_policies(fetcher, policy, upstream) -> None:
+    other = make_policy(
+        allow=["site.example.com"], ports=(upstream.port,), net_allow=["127.0.0.0/8"], name="other"
+    )
+    await fetch(fetcher, policy, url(upstream, "/text"))
+    await fetch(fetcher, other, url(upstream, "/text"))
+    assert len(fetcher._sessions) == 2
