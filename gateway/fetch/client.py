@@ -373,7 +373,8 @@ def translate_error(exc: BaseException, *, before_head: bool) -> GatewayError:
         return UpstreamUnreachableError("the TLS handshake with the upstream failed")
     if isinstance(exc, aiohttp.ClientConnectorError):
         return UpstreamUnreachableError(
-            f"the upstream refused or dropped the connection ({exc.os_error.strerror or exc.os_error})"
+            "the upstream refused or dropped the connection"
+            f" ({exc.os_error.strerror or exc.os_error})"
         )
     if isinstance(exc, aiohttp.ClientPayloadError):
         return UpstreamError("the upstream's body was broken (short, bad chunking or reset)")
