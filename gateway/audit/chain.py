@@ -113,9 +113,7 @@ def _is_int(value: object) -> TypeGuard[int]:
 
 def is_sha256_hex(value: object) -> TypeGuard[str]:
     return (
-        isinstance(value, str)
-        and len(value) == 64
-        and all(c in "0123456789abcdef" for c in value)
+        isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
     )
 
 

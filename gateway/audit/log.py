@@ -257,9 +257,7 @@ class AuditLog:
             if previous_file is not None:
                 audit["previous_file"] = previous_file
             if recovered.torn:
-                audit["torn"] = [
-                    _torn_entry(line, previous_file) for line in recovered.torn
-                ]
+                audit["torn"] = [_torn_entry(line, previous_file) for line in recovered.torn]
         audit["pid"] = os.getpid()
         self._run_records = 0
         self._last_checkpoint_hash = None
@@ -395,9 +393,7 @@ class AuditLog:
                 os.fsync(self._fd)
         except OSError as exc:
             self._undo_partial_write(written, exc)
-            raise AuditWriteError(
-                f"cannot write audit log {self.path}: {_describe(exc)}"
-            ) from exc
+            raise AuditWriteError(f"cannot write audit log {self.path}: {_describe(exc)}") from exc
         self._size += len(data)
 
     def _undo_partial_write(self, written: int, exc: OSError) -> None:
@@ -479,9 +475,7 @@ class AuditLog:
         try:
             os.rename(self.path, rotated_path)
         except OSError as exc:
-            raise AuditWriteError(
-                f"cannot rotate audit log {self.path}: {_describe(exc)}"
-            ) from exc
+            raise AuditWriteError(f"cannot rotate audit log {self.path}: {_describe(exc)}") from exc
         try:
             new_fd = os.open(
                 self.path,

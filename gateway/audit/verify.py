@@ -500,8 +500,7 @@ class _ChainWalker:
             )
         else:
             last.warnings.append(
-                "no signed checkpoints: records removed from the end of the log cannot be "
-                "detected"
+                "no signed checkpoints: records removed from the end of the log cannot be detected"
             )
 
 

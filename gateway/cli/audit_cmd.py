@@ -1,16 +1,234 @@
-"""`gateway audit`: not yet written."""
+"""`gateway audit verify | summary | tail`: argparse adapters over `gateway.audit`. Every field
+read from a log is attacker-controlled and goes through `printable` before it is shown.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from typing import Any
+
+import orjson
+
+from gateway.audit.fields import Disposition
+from gateway.audit.summary import parse_since, summarise_files
+from gateway.audit.tail import format_record, record_filter, tail_records
+from gateway.audit.terminal import printable
+from gateway.audit.verify import verify_files
+from gateway.provenance.dsse import DSSEError, load_public_key
+
+EXIT_INVALID = 1
+EXIT_USAGE = 2
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("audit", help="(not yet available)")
-    parser.set_defaults(run=_run)
+    parser = subparsers.add_parser(
+        "audit", help="verify, summarise and follow audit logs", description=__doc__
+    )
+    actions = parser.add_subparsers(dest="audit_command", metavar="ACTION")
+    actions.required = True
+
+    verify = actions.add_parser(
+        "verify",
+        help="check the hash chain and signed checkpoints",
+        description="Each FILE is reported `valid` or `INVALID: reason (line N)`; exit 1 if "
+        "any is invalid. Give one chain's files in order, oldest first.",
+    )
+    verify.add_argument("files", nargs="+", metavar="FILE")
+    verify.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        metavar="PUB",
+        help="an Ed25519 public key (PEM) that signs checkpoints; repeat for retired keys",
+    )
+    verify.add_argument(
+        "--checkpoints",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a copy of the checkpoints kept elsewhere (audit.checkpoints_path)",
+    )
+    verify.add_argument("--json", action="store_true", help="one JSON object per file")
+    verify.set_defaults(run=_run_verify)
+
+    summary = actions.add_parser("summary", help="totals, denials, clients, timeline")
+    summary.add_argument("files", nargs="+", metavar="FILE")
+    summary.add_argument("--since", help="a duration (24h, 30m, 7d) or a UTC time")
+    summary.add_argument("--client", metavar="ID", help="only this client's records")
+    summary.add_argument("--top", type=int, default=10, help="rows in the top lists (10)")
+    summary.add_argument("--json", action="store_true", help="print one JSON object")
+    summary.set_defaults(run=_run_summary)
+
+    tail = actions.add_parser("tail", help="the last records, and new ones with -f")
+    tail.add_argument("file", metavar="FILE")
+    tail.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
+    tail.add_argument("-n", "--lines", type=int, default=10, help="records shown first (10)")
+    tail.add_argument("--client", metavar="ID", help="only this client's records")
+    tail.add_argument(
+        "--decision", choices=[d.value for d in Disposition], help="only records with this outcome"
+    )
+    tail.set_defaults(run=_run_tail)
 
 
-def _run(args: argparse.Namespace) -> int:
-    print("gateway audit: not yet available")
-    return 2
+def _run_verify(args: argparse.Namespace) -> int:
+    try:
+        keys = [load_public_key(path) for path in args.key]
+    except DSSEError as exc:
+        print(f"gateway audit verify: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    reports = verify_files(args.files, public_keys=keys, checkpoint_files=args.checkpoints)
+    for report in reports:
+        if args.json:
+            sys.stdout.write(orjson.dumps(report.to_dict()).decode() + "\n")
+            continue
+        print(f"{printable(report.path)}: {printable(report.describe(), 1000)}")
+        for warning in report.warnings:
+            print(f"  warning: {printable(warning, 1000)}")
+    return EXIT_INVALID if any(not report.valid for report in reports) else 0
+
+
+def _run_summary(args: argparse.Namespace) -> int:
+    since = None
+    if args.since:
+        try:
+            since = parse_since(args.since, now=time.time())
+        except ValueError as exc:
+            print(f"gateway audit summary: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    try:
+        result = summarise_files(args.files, since=since, client=args.client, top=max(1, args.top))
+    except OSError as exc:
+        print(f"gateway audit summary: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        sys.stdout.write(orjson.dumps(result).decode() + "\n")
+    else:
+        sys.stdout.write(render_summary(result))
+    return 0
+
+
+def _run_tail(args: argparse.Namespace) -> int:
+    matches = record_filter(client=args.client, disposition=args.decision)
+    try:
+        for record in tail_records(
+            args.file, backlog=max(0, args.lines), follow=args.follow, matches=matches
+        ):
+            print(format_record(record), flush=args.follow)
+    except FileNotFoundError:
+        print(f"gateway audit tail: {args.file}: no such file", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"gateway audit tail: {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+def render_summary(result: dict[str, Any]) -> str:
+    """The summary as text for a terminal; strings from the log pass through `printable`."""
+    out: list[str] = []
+    window = result["window"]
+    scope = f" for client {printable(result['client'], 60)}" if result["client"] else ""
+    out.append(
+        f"{result['records']} records{scope}, {window['first'] or '-'} to {window['last'] or '-'}"
+        + (f" (since {window['since']})" if window["since"] else "")
+    )
+    if result["skipped_lines"]:
+        out.append(f"{result['skipped_lines']} unreadable lines skipped")
+    out.append("")
+    columns = [d.value for d in Disposition]
+    out.append("Totals")
+    out.append("  " + "  ".join(f"{name}={result['totals'][name]}" for name in columns))
+    out.append("")
+    out.append("By tool")
+    out.extend(
+        _table(
+            ["tool", *columns],
+            [
+                [printable(tool, 32), *(counts[c] for c in columns)]
+                for tool, counts in result["tools"].items()
+            ],
+        )
+    )
+    out.append("")
+    out.append("Top denied domains")
+    out.extend(
+        _table(
+            ["domain", "count", "rule", "reason", "first seen", "last seen"],
+            [
+                [
+                    printable(row["domain"], 80),
+                    row["count"],
+                    printable(row["rule"], 40),
+                    printable(row["reason"], 40),
+                    row["first_seen"] or "-",
+                    row["last_seen"] or "-",
+                ]
+                for row in result["top_denied_domains"]
+            ],
+        )
+    )
+    out.append("")
+    out.append("Clients")
+    out.extend(
+        _table(
+            ["client", "requests", "denials", "errors", "domains", "bytes"],
+            [
+                [
+                    printable(row["id"], 40),
+                    row["requests"],
+                    row["denials"],
+                    row["errors"],
+                    row["distinct_domains"],
+                    row["bytes"],
+                ]
+                for row in result["clients"]
+            ],
+        )
+    )
+    out.append("")
+    out.append("Deny reasons")
+    out.extend(
+        _table(
+            ["reason", "count"],
+            [[printable(reason, 60), count] for reason, count in result["deny_reasons"].items()],
+        )
+    )
+    out.append("")
+    out.append("Timeline (UTC hours)")
+    out.extend(
+        _table(
+            ["hour", *columns],
+            [[row["hour"], *(row[c] for c in columns)] for row in result["timeline"]],
+        )
+    )
+    out.append("")
+    out.append("Injection signals (sanitised content by domain)")
+    out.extend(
+        _table(
+            ["domain", "records", "marker look-alikes", "invisible chars"],
+            [
+                [
+                    printable(row["domain"], 80),
+                    row["records"],
+                    row["marker_lookalikes"],
+                    row["invisible_chars"],
+                ]
+                for row in result["injection_signals"]
+            ],
+        )
+    )
+    return "\n".join(out) + "\n"
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+    if not rows:
+        return ["  (none)"]
+    cells = [headers, *[[str(cell) for cell in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return [
+        "  "
+        + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in cells
+    ]
