@@ -121,7 +121,9 @@ def sniff_encoding(body: bytes, content_type: str) -> tuple[str, int]:
     return "utf-8", 0
 
 
-_HTML_START = re.compile(rb"^\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)\b", re.I | re.S)
+_HTML_START = re.compile(
+    rb"^\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)\b", re.I | re.S
+)
 
 
 def looks_like_html(head: bytes) -> bool:

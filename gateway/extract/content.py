@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -72,6 +73,7 @@ _SENTENCE_END = re.compile(r"\.( |$)")
 MIN_PARAGRAPH_CHARS = 25
 ENOUGH_CONTENT_CHARS = 500
 WIDGET_MAX_CHARS = 500
+MAX_LABEL_CHARS = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,22 +106,34 @@ def remove(el: etree._Element) -> None:
 
 
 def _label(el: etree._Element) -> str:
-    """class and id, lower-cased: the label patterns are matched without re.I (6x faster)."""
+    """class and id, lower-cased (the label patterns are matched without re.I, 6x faster) and
+    capped, so a megabyte-long class attribute costs no more than a normal one."""
     cls = el.get("class")
     ident = el.get("id")
     if cls and ident:
-        return (cls + " " + ident).lower()
-    return (cls or ident or "").lower()
+        return (cls[:MAX_LABEL_CHARS] + " " + ident[:MAX_LABEL_CHARS]).lower()
+    return (cls or ident or "")[:MAX_LABEL_CHARS].lower()
 
 
 def _is_hidden(el: etree._Element) -> bool:
     if el.get("hidden") is not None or el.get("aria-hidden") == "true":
         return True
     style = el.get("style")
-    return bool(style and _HIDDEN_STYLE.search(style))
+    return bool(style and _HIDDEN_STYLE.search(style[:MAX_LABEL_CHARS]))
 
 
-def strip_boilerplate(body: etree._Element, attempt: Attempt) -> None:
+class DeadlineExceeded(Exception):
+    """Content selection ran past the caller's deadline."""
+
+
+def _check_every(deadline: float | None, count: int) -> None:
+    if deadline is not None and count % 1024 == 0 and time.monotonic() > deadline:
+        raise DeadlineExceeded
+
+
+def strip_boilerplate(
+    body: etree._Element, attempt: Attempt, deadline: float | None = None
+) -> None:
     """Remove what is never main content: junk tags, hidden and widget-like elements."""
     for el in list(body.iter(*_JUNK_TAGS)):
         remove(el)
@@ -127,7 +141,8 @@ def strip_boilerplate(body: etree._Element, attempt: Attempt) -> None:
     verdicts: dict[str, tuple[bool, bool, bool]] = {}
     doomed: list[etree._Element] = []
     small_widgets: list[etree._Element] = []
-    for el in body.iter(etree.Element):
+    for count, el in enumerate(body.iter(etree.Element)):
+        _check_every(deadline, count)
         tag = el.tag
         if tag == "body":
             continue
@@ -173,7 +188,7 @@ def class_weight(el: etree._Element) -> int:
     weight = 0
     for value in (el.get("class"), el.get("id")):
         if value:
-            value = value.lower()
+            value = value[:MAX_LABEL_CHARS].lower()
             if _NEGATIVE.search(value):
                 weight -= 25
             if _POSITIVE.search(value):
@@ -203,18 +218,20 @@ def _paragraphs(body: etree._Element) -> Iterator[tuple[etree._Element, str]]:
         parent = el.getparent()
         if parent is None:
             continue
-        if el.tag in ("div", "section"):
-            if any(child.tag in _BLOCK_CHILDREN for child in el):
-                direct = (el.text or "") + "".join(child.tail or "" for child in el)
-                if len(direct) >= MIN_PARAGRAPH_CHARS:
-                    yield el, direct
-                continue
+        if el.tag in ("div", "section") and any(child.tag in _BLOCK_CHILDREN for child in el):
+            direct = (el.text or "") + "".join(child.tail or "" for child in el)
+            if len(direct) >= MIN_PARAGRAPH_CHARS:
+                yield el, direct
+            continue
         yield parent, text_of(el)
 
 
-def _score_candidates(body: etree._Element, attempt: Attempt) -> dict[etree._Element, float]:
+def _score_candidates(
+    body: etree._Element, attempt: Attempt, deadline: float | None
+) -> dict[etree._Element, float]:
     scores: dict[etree._Element, float] = {}
-    for first, raw in _paragraphs(body):
+    for count, (first, raw) in enumerate(_paragraphs(body)):
+        _check_every(deadline, count)
         text = squash(raw)
         if len(text) < MIN_PARAGRAPH_CHARS:
             continue
@@ -233,10 +250,14 @@ def _score_candidates(body: etree._Element, attempt: Attempt) -> dict[etree._Ele
     return scores
 
 
-def select_content(body: etree._Element, attempt: Attempt, title: str | None) -> etree._Element:
-    """A new element holding the main content of `body` (moved out of it)."""
-    strip_boilerplate(body, attempt)
-    scores = _score_candidates(body, attempt)
+def select_content(
+    body: etree._Element, attempt: Attempt, title: str | None, deadline: float | None = None
+) -> etree._Element:
+    """A new element holding the main content of `body` (moved out of it).
+
+    Raises DeadlineExceeded once `deadline` (time.monotonic()) has passed."""
+    strip_boilerplate(body, attempt, deadline)
+    scores = _score_candidates(body, attempt, deadline)
     container = etree.Element("div")
     if not scores:
         container.append(body)
@@ -271,7 +292,7 @@ def select_content(body: etree._Element, attempt: Attempt, title: str | None) ->
             # lxml moves the tail with the element; that text belongs to the old parent
             sibling.tail = None
             container.append(sibling)
-    _prepare(container, attempt, scores, title)
+    _prepare(container, attempt, scores, title, deadline)
     return container
 
 
@@ -334,18 +355,21 @@ def _prepare(
     attempt: Attempt,
     scores: dict[etree._Element, float],
     title: str | None,
+    deadline: float | None,
 ) -> None:
     """Readability's prepArticle: remove what is left of the furniture inside the content."""
     title_key = squash(title).lower() if title else None
     for heading in list(container.iter("h1", "h2")):
-        text = squash(text_of(heading))
-        if attempt.weigh_classes and class_weight(heading) < 0:
-            remove(heading)
-        elif title_key and text and (text.lower() in title_key or title_key in text.lower()):
+        text = squash(text_of(heading)).lower()
+        negative = attempt.weigh_classes and class_weight(heading) < 0
+        # the page's own title repeated above the article: already in Document.title
+        repeats_title = bool(title_key and text and (text in title_key or title_key in text))
+        if negative or repeats_title:
             remove(heading)
     if not attempt.clean_conditionally:
         return
-    for el in reversed(list(container.iter(*_CLEANED_TAGS))):
+    for count, el in enumerate(reversed(list(container.iter(*_CLEANED_TAGS)))):
+        _check_every(deadline, count)
         if el.getparent() is None or el is container:
             continue
         if _should_clean(el, attempt, scores):
@@ -393,8 +417,6 @@ def _should_clean(
         or (weight >= 25 and density > 0.5)
         or (is_list and density > 0.6)  # a list of links: related stories, tags, "read more"
     )
-    if remove_it and is_list:
-        # a list of images is content (a gallery)
-        if all(len(li) == 1 and li[0].tag == "img" for li in el.iter("li")) and images:
-            return False
-    return remove_it
+    # a list of images is content (a gallery)
+    gallery = images and all(len(li) == 1 and li[0].tag == "img" for li in el.iter("li"))
+    return remove_it and not (is_list and gallery)

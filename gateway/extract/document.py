@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.extract.charset import decode_text, is_html_type, looks_like_html, media_type
-from gateway.extract.content import ATTEMPTS, ENOUGH_CONTENT_CHARS, select_content
+from gateway.extract.content import (
+    ATTEMPTS,
+    ENOUGH_CONTENT_CHARS,
+    DeadlineExceeded,
+    select_content,
+)
 from gateway.extract.markdown import Renderer
 from gateway.extract.tree import page_description, page_title, parse_html
 
@@ -85,11 +90,12 @@ def _extract_html(
         body_el = root.find("body")
         if body_el is None:
             body_el = root
-        _check(deadline)
-        content = select_content(body_el, attempt, title)
-        _check(deadline)
-        renderer = Renderer(markdown=markdown)
-        text = renderer.render(content)
+        renderer = Renderer(markdown=markdown, deadline=deadline)
+        try:
+            content = select_content(body_el, attempt, title, deadline)
+            text = renderer.render(content)
+        except DeadlineExceeded:
+            raise ExtractError("extraction deadline passed") from None
         headings = tuple(renderer.headings)
         if best is None or len(text) > len(best[0]):
             best = (text, headings)
@@ -125,5 +131,6 @@ def _dump(value: Any, indent: str) -> str:
     if isinstance(value, list):
         if not value:
             return "[]"
-        return "[\n" + ",\n".join(inner + _dump(item, inner) for item in value) + "\n" + indent + "]"
+        items = [inner + _dump(item, inner) for item in value]
+        return "[\n" + ",\n".join(items) + "\n" + indent + "]"
     return json.dumps(value, ensure_ascii=False)

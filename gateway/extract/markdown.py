@@ -9,13 +9,17 @@ One Renderer per call: it holds the output being built.
 from __future__ import annotations
 
 import re
+import time
 
 from lxml import etree
+
+from gateway.extract.content import DeadlineExceeded
 
 _WHITESPACE = re.compile(r"[ \t\n\r\f\v\u00a0\u2028\u2029\u200b]+")
 _BACKTICKS = re.compile(r"`+")
 _LANGUAGE = re.compile(
-    r"(?:^|\s)(?:language|lang|highlight-source|highlight|brush:|sourcecode)[-:_ ]?([A-Za-z0-9_+#.-]{1,30})",
+    r"(?:^|\s)(?:language|lang|highlight-source|highlight|brush:|sourcecode)[-:_ ]?"
+    r"([A-Za-z0-9_+#.-]{1,30})",
     re.I,
 )
 _FILE_NAME = re.compile(r"\.(?:jpe?g|png|gif|webp|svg|avif)\b", re.I)
@@ -44,9 +48,11 @@ def _squash_inline(text: str) -> str:
 class Renderer:
     """Builds the text of one subtree; `headings` collects (level, text) on the way."""
 
-    def __init__(self, *, markdown: bool) -> None:
+    def __init__(self, *, markdown: bool, deadline: float | None = None) -> None:
         self.markdown = markdown
+        self.deadline = deadline
         self.headings: list[tuple[int, str]] = []
+        self._blocks_seen = 0
 
     def render(self, root: etree._Element) -> str:
         blocks: list[str] = []
@@ -57,6 +63,13 @@ class Renderer:
 
     def _blocks(self, el: etree._Element, out: list[str], depth: int) -> None:
         """Render the children of a block container into `out`."""
+        self._blocks_seen += 1
+        if (
+            self.deadline is not None
+            and self._blocks_seen % 512 == 0
+            and time.monotonic() > self.deadline
+        ):
+            raise DeadlineExceeded
         inline: list[str] = []
         if el.text:
             inline.append(_squash_inline(el.text))
@@ -176,8 +189,8 @@ class Renderer:
         if not text:
             return
         pad = " " * len(marker)
-        lines = text.split("\n")
-        out.append("\n".join([marker + lines[0]] + [pad + line if line else "" for line in lines[1:]]))
+        first, *rest = text.split("\n")
+        out.append("\n".join([marker + first] + [pad + line if line else "" for line in rest]))
 
     def _table(self, el: etree._Element, out: list[str], depth: int) -> None:
         rows = _table_rows(el)
@@ -355,4 +368,6 @@ def _table_rows(table: etree._Element) -> list[list[etree._Element]]:
 
 def _colspan(cell: etree._Element) -> int:
     value = (cell.get("colspan") or "1").strip()
-    return min(int(value), MAX_COLSPAN) if value.isdigit() and 0 < len(value) < 4 and int(value) > 0 else 1
+    if not value.isdigit() or len(value) > 3:
+        return 1
+    return min(max(int(value), 1), MAX_COLSPAN)

@@ -11,6 +11,7 @@ from lxml import etree
 
 from gateway.extract.charset import sniff_encoding
 
+
 def parse_html(body: bytes, content_type: str) -> etree._Element | None:
     """The document's root element, or None when there is nothing to parse."""
     codec, skip = sniff_encoding(body, content_type)
