@@ -291,7 +291,7 @@ def load_cases(path: str) -> tuple[Case, ...]:
     """The cases file, as strict as a policy; SourceError lists every problem."""
     data = read_bounded(path, max_bytes=MAX_CASES_BYTES)
     document = compose(data, source=path, max_bytes=MAX_CASES_BYTES)
-    walker = Walker(path, document.issues)
+    walker = Walker.of(document)
     if document.root is None:
         walker.error(None, "no_cases", "the file has no cases; write a list of {url, expect}")
         raise SourceError(walker.sorted_issues())

@@ -117,7 +117,7 @@ def load_policy_bytes(
         document = compose(data, source=source, max_bytes=MAX_POLICY_BYTES)
     except SourceError as exc:
         raise PolicyValidationError(exc.issues) from None
-    walker = Walker(source, document.issues)
+    walker = Walker.of(document)
     top = walker.mapping(document.root, _POLICY_FIELDS, path="")
     policy = _compile(walker, top, source=source, default_name=default_name, data=data)
     issues = walker.sorted_issues()
@@ -392,13 +392,14 @@ def _network(w: Walker, node: Node, rule_id: str) -> Any:
     text = w.string(node, rule_id)
     if text is None:
         return None
+    family = ipaddress.IPv6Network if ":" in text else ipaddress.IPv4Network
     try:
-        return ipaddress.ip_network(text, strict=True)
+        return family(text, strict=True)
     except ValueError as exc:
         try:
-            fixed = ipaddress.ip_network(text, strict=False)
+            fixed = family(text, strict=False)
         except ValueError:
-            w.error(node, "bad_cidr", f"{rule_id}: {text!r} is not a CIDR ({exc}); e.g. 10.0.0.0/8")
+            w.error(node, "bad_cidr", f"{rule_id}: {text!r} is not a CIDR: {exc}")
             return None
         w.error(node, "bad_cidr", f"{rule_id}: {text!r} has host bits set; did you mean {fixed}?")
         return None

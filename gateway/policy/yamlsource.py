@@ -172,6 +172,7 @@ class _StrictComposer(Reader, Scanner, Parser, Composer, Resolver):
         Composer.__init__(self)
         Resolver.__init__(self)
         self.found: list[tuple[Mark | None, str, str]] = []
+        self.reported: set[int] = set()  # ids of nodes whose problem is already in `found`
         self._sizes: dict[int, int] = {}
         self._depth = 0
         self._aliases = 0
@@ -199,7 +200,10 @@ class _StrictComposer(Reader, Scanner, Parser, Composer, Resolver):
                         f"{MAX_ALIAS_NODES} nodes added); write the values out instead",
                     )
             return cast(Node, super().compose_node(parent, index))
-        if isinstance(event, ScalarEvent | SequenceStartEvent | MappingStartEvent) and event.tag:
+        tagged = isinstance(event, ScalarEvent | SequenceStartEvent | MappingStartEvent) and bool(
+            event.tag
+        )
+        if tagged:
             message = f"explicit tag {event.tag!r} is not supported; remove it (quote a string)"
             self.found.append((event.start_mark, "unsupported_tag", message))
         self._depth += 1
@@ -208,6 +212,8 @@ class _StrictComposer(Reader, Scanner, Parser, Composer, Resolver):
         node = cast(Node, super().compose_node(parent, index))
         self._depth -= 1
         self._sizes[id(node)] = 1 + sum(self._sizes[id(child)] for child in _children(node))
+        if tagged:
+            self.reported.add(id(node))
         if isinstance(node, ScalarNode):
             self._check_scalar(node)
         elif isinstance(node, MappingNode):
@@ -265,6 +271,7 @@ class Document:
     source: str
     root: Node | None
     issues: tuple[Issue, ...]
+    quiet: frozenset[int] = frozenset()  # ids of nodes already reported; walkers skip them
 
 
 def compose(data: bytes, *, source: str, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
@@ -304,7 +311,7 @@ def compose(data: bytes, *, source: str, max_bytes: int = DEFAULT_MAX_BYTES) -> 
             (Issue(source, 1, 1, "yaml_syntax", str(exc) or "malformed YAML"),)
         ) from None
     found = [_at(source, mark, code, message) for mark, code, message in composer.found]
-    return Document(source, root, tuple(found))
+    return Document(source, root, tuple(found), frozenset(composer.reported))
 
 
 def _at(source: str, mark: Mark | None, code: str, message: str) -> Issue:
@@ -361,6 +368,8 @@ def describe(node: Node) -> str:
         BOOL_TAG: "the boolean",
         NULL_TAG: "null",
     }.get(node.tag, "the string")
+    if kind in ("the integer", "the number", "the boolean"):
+        return f"{kind} {_short(node.value)}"
     return kind if kind == "null" else f"{kind} {_short(node.value)!r}"
 
 
@@ -384,6 +393,15 @@ def is_null(node: Node | None) -> bool:
     )
 
 
+def _looks_unquoted_kind(value: str, expected: str) -> bool:
+    """A quoted value that would be right without its quotes (`"80"` for a port)."""
+    if expected == "true or false":
+        return value in ("true", "false")
+    if "integer" in expected:
+        return bool(_DECIMAL_RE.match(value))
+    return "number" in expected and bool(_NUMBER_RE.match(value))
+
+
 def _is_loose_boolean(node: Node) -> bool:
     """A YAML 1.1 boolean already reported while composing; readers stay quiet about it."""
     return (
@@ -397,9 +415,23 @@ class Walker:
     """Reads nodes into values, recording an Issue for every problem and carrying on, so one
     run reports everything. Readers return None for a value they could not read."""
 
-    def __init__(self, source: str, issues: tuple[Issue, ...] | list[Issue] = ()) -> None:
+    def __init__(
+        self,
+        source: str,
+        issues: tuple[Issue, ...] | list[Issue] = (),
+        quiet: frozenset[int] = frozenset(),
+    ) -> None:
         self.source = source
         self.issues: list[Issue] = list(issues)
+        self.quiet = quiet
+
+    @classmethod
+    def of(cls, document: Document) -> Walker:
+        """A walker that starts from the composer's findings and stays quiet about them."""
+        return cls(document.source, document.issues, document.quiet)
+
+    def is_reported(self, node: Node) -> bool:
+        return id(node) in self.quiet or _is_loose_boolean(node)
 
     def error(self, at: Node | None, code: str, message: str) -> None:
         self.issues.append(
@@ -421,16 +453,15 @@ class Walker:
         return sort_issues(self.issues)
 
     def wrong_type(self, node: Node, path: str, expected: str) -> None:
-        if _is_loose_boolean(node):
+        if self.is_reported(node):
             return
         hint = ""
         if (
-            expected == "a string"
-            and isinstance(node, ScalarNode)
-            and node.style is None
-            and not is_null(node)
+            isinstance(node, ScalarNode)
+            and node.style
+            and _looks_unquoted_kind(node.value, expected)
         ):
-            hint = f'; quote it: "{_short(node.value)}"'
+            hint = "; remove the quotes"
         self.error(node, "wrong_type", f"{path} must be {expected}, got {describe(node)}{hint}")
 
     def mapping(
@@ -451,14 +482,16 @@ class Walker:
             assert node is not None
             self.wrong_type(node, path or "the document", "a mapping")
             section.invalid.update(fields)
-            return section
+            node = None  # still fill nested defaults below, so callers need no special case
         items = node.value if node is not None else []
+        seen: set[str] = set()
         for key, value in items:
-            if not isinstance(key, ScalarNode) or _is_loose_boolean(key):
+            if not isinstance(key, ScalarNode) or self.is_reported(key):
                 continue  # reported while composing
             name = key.value
-            if name in section.nodes:
+            if name in seen:
                 continue  # duplicate, reported while composing
+            seen.add(name)
             spec = fields.get(name)
             where = f"{path}." if path else ""
             if spec is None:
@@ -514,7 +547,7 @@ class Walker:
             and node.style is None
             and node.value.lower() in YAML11_BOOLEANS
         ):
-            if not _is_loose_boolean(node):  # y, n, True, … not already reported
+            if not self.is_reported(node):  # y, n, True, … not already reported
                 self.error(
                     node,
                     "bad_boolean",
@@ -572,12 +605,13 @@ class Walker:
         return value
 
     def choice(self, node: Node, path: str, choices: tuple[str, ...]) -> str | None:
-        text = self.string(node, path)
-        if text is None:
+        expected = ", ".join(choices)
+        if not (isinstance(node, ScalarNode) and node.tag == STR_TAG):
+            self.wrong_type(node, path, f"one of {expected}")
             return None
+        text = str(node.value)
         if text not in choices:
             hint = suggest(text, choices)
-            expected = ", ".join(choices)
             self.error(node, "bad_value", f"{path} must be one of {expected}, got {text!r}{hint}")
             return None
         return text
