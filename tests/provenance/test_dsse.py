@@ -46,9 +46,7 @@ def test_pae_counts_bytes_not_characters() -> None:
 
 
 def test_keyid_is_hex_sha256_of_the_raw_public_key(signer: Signer) -> None:
-    raw = signer.public_key.public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw
-    )
+    raw = signer.public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     assert len(raw) == 32
     assert keyid_of(signer.public_key) == hashlib.sha256(raw).hexdigest() == signer.keyid
 
@@ -267,9 +265,7 @@ def _pem_private(key) -> bytes:  # type: ignore[no-untyped-def]
 BAD_PRIVATE_KEYS = [
     pytest.param(b"", "not a PEM private key", id="empty"),
     pytest.param(b"hello", "not a PEM private key", id="text"),
-    pytest.param(
-        _pem_private(generate_private_key(SECP256R1())), "not an Ed25519 key", id="ecdsa"
-    ),
+    pytest.param(_pem_private(generate_private_key(SECP256R1())), "not an Ed25519 key", id="ecdsa"),
     pytest.param(
         Ed25519PrivateKey.generate().private_bytes(
             serialization.Encoding.PEM,
