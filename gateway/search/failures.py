@@ -6,9 +6,9 @@ that echoes the API key back can never leak it into a warning, an error or a log
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from enum import StrEnum
-from urllib.parse import quote, quote_plus
 
 
 class ErrorClass(StrEnum):
@@ -41,10 +41,18 @@ _MIN_SECRET_LENGTH = 6
 
 
 def scrub_secrets(text: str, secrets: Iterable[str | None]) -> str:
-    """Replace every secret, raw or percent-encoded, with a fixed placeholder."""
-    for secret in secrets:
-        if not secret or len(secret) < _MIN_SECRET_LENGTH:
-            continue
-        for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
-            text = text.replace(form, REDACTED)
+    """Replace every secret with a placeholder: in any letter case, any character of it
+    written as itself or percent-encoded (an upstream may echo the key from a URL)."""
+    usable = {s for s in secrets if s and len(s) >= _MIN_SECRET_LENGTH}
+    # Longest first, so a key that contains another key is replaced whole.
+    for secret in sorted(usable, key=len, reverse=True):
+        text = _secret_pattern(secret).sub(REDACTED, text)
     return text
+
+
+def _secret_pattern(secret: str) -> re.Pattern[str]:
+    pieces = []
+    for char in secret:
+        encoded = "".join(f"%{byte:02x}" for byte in char.encode("utf-8"))
+        pieces.append(f"(?:{re.escape(char)}|{re.escape(encoded)})")
+    return re.compile("".join(pieces), re.IGNORECASE)

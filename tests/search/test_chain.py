@@ -1,0 +1,385 @@
+from __future__ import annotations
+
+import logging
+import socket
+from typing import Any
+
+import pytest
+
+from gateway.errors import InvalidRequestError, UpstreamError
+from gateway.search.assembly import build_engine
+from gateway.search.chain import RetryPolicy, SearchEngine
+from gateway.search.query import SearchQuery
+from tests.search.conftest import FakeClock, FakeUpstream, LoopbackTransport, Reply
+
+KEY = "BSAsecret-key-0123456789"
+
+DDG_PAGE = """<html><body><div id="links">
+<div class="result results_links web-result"><div class="result__body">
+ <h2 class="result__title"><a class="result__a"
+  href="//duckduckgo.com/l/?uddg=https%3A%2F%2Fddg.example.org%2F{n}&amp;rut=1">DDG {n}</a></h2>
+ <a class="result__snippet" href="#">snippet</a></div></div>
+</div></body></html>"""
+DDG_MANY = "<html><body><div id='links'>" + "".join(
+    f"<div class='result web-result'><h2><a href='https://many.example/{i}'>r{i}</a></h2></div>"
+    for i in range(15)
+) + "</div></body></html>"
+DDG_EMPTY = '<html><body><div class="no-results">No results.</div></body></html>'
+DDG_ANOMALY = '<html><body><form id="challenge-form">bots use DuckDuckGo too</form></body></html>'
+
+
+def brave(*urls: str) -> dict:
+    return {"type": "search", "web": {"results": [{"title": f"t{i}", "url": u}
+                                                   for i, u in enumerate(urls)]}}  # fmt: skip
+
+
+def brave_error(status: int, code: str, detail: str) -> dict:
+    return {"type": "ErrorResponse", "error": {"status": status, "code": code, "detail": detail}}
+
+
+class Sleeps:
+    """An injected sleep: records the waits, never really waits."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+@pytest.fixture
+def sleeps() -> Sleeps:
+    return Sleeps()
+
+
+@pytest.fixture
+def make(transport: LoopbackTransport, clock: FakeClock, sleeps: Sleeps, upstream: Any):
+    async def build(
+        *kinds: str,
+        cache_ttl: float = 0,
+        timeout: float = 2,
+        deadline: float = 5,
+        backoff: float = 0.25,
+        **extra: Any,
+    ) -> tuple[SearchEngine, list[FakeUpstream]]:
+        fakes = [await upstream() for _ in kinds]
+        providers = []
+        for kind, fake in zip(kinds, fakes, strict=True):
+            entry: dict[str, Any] = {"id": kind[:5], "kind": kind, "base_url": fake.base_url,
+                                     "allow_private": True}  # fmt: skip
+            if kind in ("brave", "tavily", "serper", "bocha"):
+                entry["api_key_env"] = f"{kind.upper()}_API_KEY"
+            providers.append(entry)
+        config = {"providers": providers, "cache_ttl": cache_ttl, "timeout": timeout,
+                  "deadline": deadline, **extra}  # fmt: skip
+        engine = build_engine(
+            config,
+            transport,
+            clock,
+            environ={"BRAVE_API_KEY": KEY, "TAVILY_API_KEY": "tvly-" + KEY},
+            retry=RetryPolicy(backoff=backoff, max_retry_after=2),
+            sleep=sleeps,
+        )
+        return engine, fakes
+
+    return build
+
+
+Q = SearchQuery("aiohttp middleware")
+
+
+async def test_first_provider_answers(make, transport: LoopbackTransport) -> None:
+    engine, (ddg, brv) = await make("duckduckgo", "brave")
+    ddg.queue(Reply(200, DDG_PAGE.format(n=1)))
+    outcome = await engine.search(Q)
+    assert (outcome.provider, outcome.providers_tried, outcome.warnings) == ("duckd", ("duckd",), ())
+    assert [r.url for r in outcome.results] == ["https://ddg.example.org/1"]
+    assert outcome.results[0].domain == "ddg.example.org"
+    assert (outcome.cached, outcome.freshness_applied, outcome.query_rewritten) == (
+        False, False, False)  # fmt: skip
+    assert brv.requests == []
+    assert transport.calls[0][1:] == (2, True)  # the per-request timeout and allow_private
+
+
+async def test_anomaly_hands_over_cools_and_is_skipped(make, clock: FakeClock) -> None:
+    engine, (ddg, brv) = await make("duckduckgo", "brave")
+    ddg.queue(Reply(202, DDG_ANOMALY))
+    brv.queue(Reply(200, brave("https://b.example/1")), Reply(200, brave("https://b.example/2")))
+    outcome = await engine.search(Q)
+    assert outcome.provider == "brave"
+    assert outcome.providers_tried == ("duckd", "brave")
+    assert len(outcome.warnings) == 1
+    assert outcome.warnings[0].startswith("duckd: [rate_limited] bot challenge")
+    assert len(ddg.requests) == 1  # a rate limit without a short Retry-After is not retried
+
+    status = await engine.status()
+    states = {p["id"]: (p["state"], p["cooling_until"], p["kind"]) for p in status["providers"]}
+    assert states == {"duckd": ("cooling", "2027-01-15T08:01:00Z", "duckduckgo"),
+                      "brave": ("healthy", None, "brave")}  # fmt: skip
+
+    again = await engine.search(SearchQuery("second query"))
+    assert again.providers_tried == ("brave",)
+    assert again.warnings == (
+        "duckd: [rate_limited] cooling down until 2027-01-15T08:01:00Z after repeated failures "
+        "or a rate limit; not asked",
+    )
+    assert len(ddg.requests) == 1
+
+    clock.advance(60)
+    ddg.queue(Reply(200, DDG_PAGE.format(n=3)))
+    third = await engine.search(SearchQuery("third query"))
+    assert third.provider == "duckd"
+
+
+async def test_server_error_is_retried_once_after_backoff(make, sleeps: Sleeps) -> None:
+    engine, (ddg,) = await make("duckduckgo")
+    ddg.queue(Reply(503, "busy"), Reply(200, DDG_PAGE.format(n=1)))
+    outcome = await engine.search(Q)
+    assert (outcome.provider, outcome.warnings) == ("duckd", ())
+    assert len(ddg.requests) == 2
+    assert sleeps.waits == [0.25]
+    assert (await engine.status())["providers"][0]["state"] == "healthy"
+
+
+async def test_second_failure_moves_on_and_two_searches_cool(make, sleeps: Sleeps) -> None:
+    engine, (ddg, brv) = await make("duckduckgo", "brave")
+    ddg.queue(Reply(500, "e1"), Reply(502, "e2"), Reply(500, "e3"), Reply(500, "e4"))
+    brv.queue(Reply(200, brave("https://b.example/1")), Reply(200, brave("https://b.example/2")))
+    first = await engine.search(Q)
+    assert first.warnings == ("duckd: [server_error] HTTP 502",)
+    assert len(ddg.requests) == 2 and sleeps.waits == [0.25]
+    assert (await engine.status())["providers"][0]["state"] == "degraded"
+    await engine.search(SearchQuery("other"))
+    assert (await engine.status())["providers"][0]["state"] == "cooling"
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "requests", "waits", "cooling_until"),
+    [
+        pytest.param("1", 2, [1.0], None, id="short-retry-after-retried"),
+        pytest.param("30", 1, [], "2027-01-15T08:00:30Z", id="long-retry-after-cools"),
+    ],
+)
+async def test_rate_limit_retry_after(  # type: ignore[no-untyped-def]
+    make, sleeps: Sleeps, retry_after: str, requests: int, waits: list, cooling_until: str | None
+) -> None:
+    engine, (brv,) = await make("brave")
+    limited = Reply(429, brave_error(429, "RATE_LIMITED", "slow"), {"Retry-After": retry_after})
+    brv.queue(limited, Reply(200, brave("https://b.example/1")))
+    if requests == 2:
+        assert (await engine.search(Q)).provider == "brave"
+    else:
+        with pytest.raises(UpstreamError):
+            await engine.search(Q)
+    assert len(brv.requests) == requests
+    assert sleeps.waits == waits
+    assert (await engine.status())["providers"][0]["cooling_until"] == cooling_until
+
+
+async def test_timeout_is_retried_then_reported(make) -> None:
+    engine, (ddg, brv) = await make("duckduckgo", "brave", timeout=0.1)
+    ddg.queue(Reply(200, DDG_PAGE.format(n=1), delay=0.3), Reply(200, "", delay=0.3))
+    brv.queue(Reply(200, brave("https://b.example/1")))
+    outcome = await engine.search(Q)
+    assert outcome.provider == "brave"
+    assert outcome.warnings == ("duckd: [timeout] no answer within 0.1 s",)
+    assert len(ddg.requests) == 2
+
+
+async def test_deadline_spent_is_budget_exhausted(make) -> None:
+    engine, (ddg, brv) = await make("duckduckgo", "brave", timeout=0.2, deadline=0.3, backoff=0)
+    ddg.queue(Reply(200, "", delay=0.4), Reply(200, "", delay=0.4))
+    with pytest.raises(UpstreamError) as caught:
+        await engine.search(Q)
+    message = caught.value.message
+    assert message.startswith("every search provider failed: ")
+    assert "duckd: [budget_exhausted] the search deadline of 0.3 s ran out while waiting" in message
+    assert "brave: [budget_exhausted] the search deadline of 0.3 s was spent; not asked" in message
+    assert brv.requests == []
+    # running out of our own budget is not held against the provider
+    assert (await engine.status())["providers"][0]["state"] == "untested"
+
+
+async def test_network_failure(make, transport: LoopbackTransport, clock: FakeClock) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    engine = build_engine(
+        {"providers": [{"id": "dead", "kind": "searxng", "base_url": f"http://127.0.0.1:{port}"}]},
+        transport, clock, retry=RetryPolicy(backoff=0), sleep=Sleeps(),
+    )  # fmt: skip
+    with pytest.raises(UpstreamError) as caught:
+        await engine.search(Q)
+    assert "dead: [network] ClientConnectorError" in caught.value.message
+    assert len(transport.calls) == 2  # retried once
+
+
+async def test_empty_answer_hands_over(make) -> None:
+    engine, (ddg, brv) = await make("duckduckgo", "brave")
+    ddg.queue(Reply(200, DDG_EMPTY))
+    brv.queue(Reply(200, brave("https://b.example/1")))
+    outcome = await engine.search(Q)
+    assert outcome.provider == "brave"
+    assert outcome.warnings == ("duckd: [no_results] answered with no results",)
+    assert (await engine.status())["providers"][0]["state"] == "healthy"
+
+
+async def test_all_empty_is_an_empty_answer_not_an_error(make) -> None:
+    engine, (ddg, brv) = await make("duckduckgo", "brave", cache_ttl=600)
+    ddg.queue(Reply(200, DDG_EMPTY), Reply(200, DDG_EMPTY))
+    brv.queue(Reply(200, brave()), Reply(200, brave()))
+    outcome = await engine.search(Q)
+    assert (outcome.provider, outcome.results) == ("duckd", ())
+    assert len(outcome.warnings) == 2
+    again = await engine.search(Q)
+    assert not again.cached  # an empty answer is never cached
+
+
+async def test_every_provider_failing_lists_every_warning(make) -> None:
+    engine, (ddg, brv) = await make("duckduckgo", "brave")
+    ddg.queue(Reply(202, DDG_ANOMALY))
+    brv.queue(Reply(422, brave_error(422, "SUBSCRIPTION_TOKEN_INVALID", "bad token")))
+    with pytest.raises(UpstreamError) as caught:
+        await engine.search(Q)
+    assert caught.value.code == "upstream_error"
+    assert "duckd: [rate_limited]" in caught.value.message
+    assert "brave: [http_4xx] HTTP 422 SUBSCRIPTION_TOKEN_INVALID" in caught.value.message
+
+
+async def test_pinned_provider_is_the_only_one_asked(make) -> None:
+    engine, (ddg, brv) = await make("duckduckgo", "brave")
+    brv.queue(Reply(500, "down"), Reply(500, "down"))
+    with pytest.raises(UpstreamError) as caught:
+        await engine.search(Q, provider_id="brave")
+    assert "brave: [server_error]" in caught.value.message
+    assert ddg.requests == []
+    with pytest.raises(InvalidRequestError) as unknown:
+        await engine.search(Q, provider_id="google")
+    assert unknown.value.message.startswith("provider: unknown provider 'google'")
+
+
+async def test_missing_key_is_not_asked(make, transport, clock) -> None:  # type: ignore[no-untyped-def]
+    engine = build_engine(
+        {"providers": [{"id": "tav", "kind": "tavily", "api_key_env": "NOPE_KEY"}]},
+        transport, clock, environ={},
+    )  # fmt: skip
+    with pytest.raises(UpstreamError) as caught:
+        await engine.search(Q)
+    assert "tav: [http_4xx] no API key configured (set NOPE_KEY); not asked" in caught.value.message
+    assert transport.calls == []
+
+
+async def test_canonical_dedup_and_domain_filters(make) -> None:
+    engine, (brv,) = await make("brave")
+    brv.queue(
+        Reply(200, brave(
+            "http://Docs.Example.org/a?utm_source=x",
+            "https://other.example/",
+            "https://docs.example.org/a#part",
+            "https://sub.docs.example.org/b?gclid=1&k=v",
+            "https://docs.example.org.evil.test/c",
+            "https://blocked.docs.example.org/d",
+            "not a url",
+        ))
+    )  # fmt: skip
+    query = SearchQuery.from_fields(
+        {"query": "q", "include_domains": ["docs.example.org"],
+         "exclude_domains": ["blocked.docs.example.org"]}
+    )  # fmt: skip
+    outcome = await engine.search(query)
+    assert [r.url for r in outcome.results] == [
+        "https://docs.example.org/a",
+        "https://sub.docs.example.org/b?k=v",
+    ]
+    assert outcome.deduped == 1
+    assert outcome.filtered_domains == 3
+    assert [r.title for r in outcome.results] == ["t0", "t3"]  # first rank kept, https shown
+
+
+async def test_results_are_capped_at_max_results(make) -> None:
+    engine, (ddg,) = await make("duckduckgo")
+    ddg.queue(Reply(200, DDG_MANY))
+    outcome = await engine.search(SearchQuery("q", max_results=4))
+    assert [r.url for r in outcome.results] == [f"https://many.example/{i}" for i in range(4)]
+
+
+async def test_chinese_year_with_a_time_filtering_provider(make) -> None:
+    engine, (brv,) = await make("brave")
+    brv.queue(Reply(200, brave("https://a.example/1")))
+    outcome = await engine.search(SearchQuery("2026年 大模型 最新进展"))
+    assert brv.requests[0].query["q"] == "大模型 最新进展"
+    assert brv.requests[0].query["freshness"] == "2026-01-01to2026-12-31"
+    assert (outcome.query, outcome.sent_query) == ("2026年 大模型 最新进展", "大模型 最新进展")
+    assert (outcome.query_rewritten, outcome.query_year, outcome.freshness_auto_inferred) == (
+        True, 2026, True)  # fmt: skip
+    assert outcome.freshness_applied
+
+
+async def test_chinese_year_kept_where_no_time_filter_exists(make) -> None:
+    engine, (ddg,) = await make("duckduckgo")
+    ddg.queue(Reply(200, DDG_PAGE.format(n=1)))
+    outcome = await engine.search(SearchQuery("2026年 大模型"))
+    assert "q=2026%E5%B9%B4+%E5%A4%A7%E6%A8%A1%E5%9E%8B" in ddg.requests[0].body.decode()
+    assert (outcome.query_rewritten, outcome.query_year, outcome.freshness_auto_inferred) == (
+        False, 2026, False)  # fmt: skip
+    assert not outcome.freshness_applied
+
+
+async def test_freshness_applied_is_truthful(make) -> None:
+    engine, (sx, brv) = await make("searxng", "brave")
+    sx.queue(Reply(200, {"results": [{"url": "https://s.example/", "title": "s"}]}))
+    outcome = await engine.search(SearchQuery("q", freshness="day"))  # type: ignore[arg-type]
+    assert outcome.provider == "searx" and not outcome.freshness_applied
+    brv.queue(Reply(200, brave("https://b.example/")))
+    pinned = await engine.search(SearchQuery("q", freshness="day"), provider_id="brave")  # type: ignore[arg-type]
+    assert pinned.freshness_applied
+
+
+async def test_cache_hits_and_keys(make, clock: FakeClock) -> None:
+    engine, (ddg, brv) = await make("duckduckgo", "brave", cache_ttl=600)
+    ddg.queue(Reply(200, DDG_PAGE.format(n=1)), Reply(200, DDG_PAGE.format(n=2)))
+    brv.queue(Reply(200, brave("https://b.example/1")))
+    first = await engine.search(Q)
+    second = await engine.search(Q)
+    assert (first.cached, second.cached) == (False, True)
+    assert second.results == first.results
+    assert len(ddg.requests) == 1
+    assert (await engine.search(Q, provider_id="brave")).provider == "brave"  # another key
+    clock.advance(600)
+    assert not (await engine.search(Q)).cached
+    assert len(ddg.requests) == 2
+    stats = (await engine.status())["cache"]
+    assert (stats["hits"], stats["misses"]) == (1, 3)
+
+
+async def test_failures_are_not_cached(make) -> None:
+    engine, (ddg,) = await make("duckduckgo", cache_ttl=600)
+    ddg.queue(Reply(202, DDG_ANOMALY))
+    with pytest.raises(UpstreamError):
+        await engine.search(Q)
+    assert (await engine.status())["cache"]["entries"] == 0
+
+
+async def test_api_key_echoed_by_a_provider_is_scrubbed(  # type: ignore[no-untyped-def]
+    make, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    engine, (brv, tav) = await make("brave", "tavily")
+    echo = f"token {KEY} is invalid; url-encoded: BSAsecret%2Dkey-0123456789 {KEY.lower()}"
+    brv.queue(Reply(422, brave_error(422, "VALIDATION", echo)))
+    tav.queue(
+        Reply(500, {"detail": {"error": f"bad key tvly-{KEY}"}}),
+        Reply(500, {"detail": {"error": f"bad key tvly-{KEY}"}}),
+    )
+    with pytest.raises(UpstreamError) as caught:
+        await engine.search(Q)
+    assert brv.requests[0].headers["X-Subscription-Token"] == KEY  # the key was really sent
+    texts = [caught.value.message, *(r.getMessage() for r in caplog.records)]
+    assert "[redacted]" in caught.value.message
+    for text in texts:
+        assert KEY.lower() not in text.lower() and "BSAsecret%2Dkey" not in text
+    assert (
+        "brave: [http_4xx] HTTP 422: VALIDATION: token [redacted] is invalid; url-encoded: "
+        "[redacted] [redacted]"
+    ) in caught.value.message
+    assert "tavil: [server_error] HTTP 500: bad key [redacted]" in caught.value.message
