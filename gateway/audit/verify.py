@@ -191,11 +191,21 @@ class _ChainWalker:
             self._resync(state, "not linked to the previous file, which is INVALID")
         try:
             with open(path, "rb") as handle:
-                for line in iter_lines(handle):
+                lines = iter_lines(handle)
+                line = next(lines, None)
+                while line is not None:
+                    upcoming = next(lines, None)
                     state.last_line = line.number
-                    if not self._line(state, line):
+                    if upcoming is not None and _names_as_torn(upcoming, line):
+                        # Checked before the line itself: a torn line may even parse.
+                        state.warnings.append(
+                            f"line {line.number}: torn write, named by the restart at line "
+                            f"{upcoming.number}; not part of the chain"
+                        )
+                    elif not self._line(state, line):
                         self._resync(None, None)
                         break
+                    line = upcoming
         except OSError as exc:
             state.fail(None, f"cannot read the file: {exc.strerror or exc}")
             self._resync(None, None)
@@ -515,6 +525,22 @@ def _origin(record: dict[str, Any]) -> str | None:
         if isinstance(name, str):
             return name
     return None
+
+
+def _names_as_torn(restart: RawLine, line: RawLine) -> bool:
+    """Whether `restart` is a log_start that names `line` as torn."""
+    data = restart.data
+    if data is None or line.sha256.encode() not in data or b'"torn"' not in data:
+        return False
+    try:
+        record = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    return (
+        isinstance(record, dict)
+        and record_action(record) == AuditAction.LOG_START
+        and line.sha256 in _torn_hashes(record)
+    )
 
 
 def _torn_hashes(record: dict[str, Any]) -> frozenset[str]:
