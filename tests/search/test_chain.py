@@ -383,3 +383,12 @@ async def test_api_key_echoed_by_a_provider_is_scrubbed(  # type: ignore[no-unty
         "[redacted] [redacted]"
     ) in caught.value.message
     assert "tavil: [server_error] HTTP 500: bad key [redacted]" in caught.value.message
+
+
+async def test_outcome_round_trips_through_a_dict(make) -> None:
+    from gateway.search.chain import SearchOutcome
+
+    engine, (brv,) = await make("brave")
+    brv.queue(Reply(200, brave("https://a.example/1", "https://b.example/2")))
+    outcome = await engine.search(SearchQuery("2026年 芯片"))
+    assert SearchOutcome.from_dict(outcome.to_dict()) == outcome

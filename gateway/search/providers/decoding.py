@@ -146,7 +146,8 @@ def clean_text(value: Any, limit: int) -> str:
 
 
 def node_text(node: Any) -> str:
-    return " ".join(node.itertext()) if node is not None else ""
+    # Joined without spaces: markup inside a word ("foo<b>bar</b>") must not split it.
+    return "".join(node.itertext()) if node is not None else ""
 
 
 def excerpt(value: Any, limit: int = MAX_MESSAGE_CHARS) -> str:

@@ -106,3 +106,11 @@ async def test_no_results_page_is_empty_not_an_error(ask) -> None:  # type: igno
     page = '<html><body><div class="no-results">No results.</div></body></html>'
     results, _ = await ask(ADAPTER, Reply(200, page))
     assert results == []
+
+
+async def test_markup_inside_a_word_does_not_split_it(ask) -> None:  # type: ignore[no-untyped-def]
+    page = ("<html><body><div id='links'><div class='result web-result'>"
+            "<h2><a href='https://a.example/'>Py<b>thon</b> 3</a></h2>"
+            "<a class='result__snippet'>re<b>lease</b>d</a></div></div></body></html>")  # fmt: skip
+    results, _ = await ask(ADAPTER, Reply(200, page))
+    assert (results[0].title, results[0].snippet) == ("Python 3", "released")
