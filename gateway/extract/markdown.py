@@ -103,7 +103,8 @@ class Renderer:
             return
         text = "".join(inline)
         inline.clear()
-        lines = [line.strip() for line in text.split("\n")]
+        # pieces were squashed one by one; where they meet, spaces can still double up
+        lines = (" ".join(line.split()) for line in text.split("\n"))
         paragraph = "\n".join(line for line in lines if line)
         if paragraph:
             out.append(paragraph)

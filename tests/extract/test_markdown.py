@@ -1,0 +1,127 @@
+"""HTML fragments -> Markdown and plain text: one case per construct agents read."""
+
+from __future__ import annotations
+
+import pytest
+from lxml import etree
+
+from gateway.extract.markdown import Renderer
+
+
+def render(fragment: str, *, markdown: bool = True) -> str:
+    parser = etree.HTMLParser(encoding="utf-8")
+    root = etree.fromstring(f"<html><body>{fragment}</body></html>".encode(), parser)
+    return Renderer(markdown=markdown).render(root.find("body"))
+
+
+MARKDOWN_CASES = [
+    pytest.param("<h1>Top</h1><h3>Three <em>x</em></h3>", "# Top\n\n### Three *x*", id="headings"),
+    pytest.param("<p>one</p>  <p>two\n  lines</p>", "one\n\ntwo lines", id="paragraphs"),
+    pytest.param("<p>a<br>b<br><br>c</p>", "a\nb\nc", id="line-breaks"),
+    pytest.param("<ul><li>a</li><li>b</li></ul>", "- a\n- b", id="list"),
+    pytest.param("<ul><li>a<ul><li>a1</li><li>a2<ol><li>deep</li></ol></li></ul></li><li>b</li></ul>",
+                 "- a\n  - a1\n  - a2\n    1. deep\n- b", id="nested-lists"),
+    pytest.param('<ol start="3"><li>c</li><li>d</li></ol>', "3. c\n4. d", id="ordered-start"),
+    pytest.param("<ol><li><p>para one</p><p>para two</p></li></ol>",
+                 "1. para one\n   para two", id="item-with-paragraphs"),
+    pytest.param("<ul><li></li><li>only</li></ul>", "- only", id="empty-item-skipped"),
+    pytest.param('<p>see <a href="https://example.org/a">the docs</a>.</p>',
+                 "see [the docs](https://example.org/a).", id="link"),
+    pytest.param('<p><a href="/rel/path?q=1">relative</a></p>', "[relative](/rel/path?q=1)",
+                 id="relative-link-kept-as-written"),
+    pytest.param('<p><a href="javascript:alert(1)">click</a> me</p>', "click me",
+                 id="javascript-link-dropped"),
+    pytest.param('<p><a href=" JavaScript:void(0)">x</a></p>', "x", id="javascript-any-case"),
+    pytest.param('<p><a href="#top">back</a></p>', "back", id="fragment-link-dropped"),
+    pytest.param('<p><a href="data:text/html,hi">d</a></p>', "d", id="data-link-dropped"),
+    pytest.param('<p><a href="/a (b)">x</a></p>', "[x](</a%20(b)>)", id="link-with-parens"),
+    pytest.param('<p><a href="/x">[1]</a></p>', "[\\[1\\]](/x)", id="brackets-escaped"),
+    pytest.param('<p><a href="/x"> spaced </a>out</p>', "[spaced](/x) out", id="link-spaces"),
+    pytest.param('<p><a href="/x"></a>empty</p>', "empty", id="empty-link"),
+    pytest.param("<pre><code class=\"language-python\">def f():\n    return 1\n</code></pre>",
+                 "```python\ndef f():\n    return 1\n```", id="code-block-language"),
+    pytest.param('<pre class="highlight-source-rust">fn main() {}</pre>',
+                 "```rust\nfn main() {}\n```", id="code-block-highlight-class"),
+    pytest.param("<pre>x = `a`\n```\ny</pre>", "````\nx = `a`\n```\ny\n````",
+                 id="code-block-longer-fence"),
+    pytest.param("<pre>a<br>b</pre>", "```\na\nb\n```", id="code-block-br"),
+    pytest.param("<pre><span>if</span> x &lt; 1:\n  <b>pass</b></pre>",
+                 "```\nif x < 1:\n  pass\n```", id="code-block-markup-inside"),
+    pytest.param("<p>run <code>ls -l</code> now</p>", "run `ls -l` now", id="inline-code"),
+    pytest.param("<p><code>a`b</code></p>", "``a`b``", id="inline-code-backtick"),
+    pytest.param("<p><em>it</em> and <strong>bold</strong> and <b><i>both</i></b></p>",
+                 "*it* and **bold** and ***both***", id="emphasis"),
+    pytest.param("<p>a<em> spaced </em>b</p>", "a *spaced* b", id="emphasis-spaces-outside"),
+    pytest.param("<p><em> </em>x</p>", "x", id="empty-emphasis"),
+    pytest.param("<blockquote><p>one</p><p>two</p></blockquote>", "> one\n>\n> two",
+                 id="blockquote"),
+    pytest.param(
+        "<table><tr><th>a</th><th>b</th></tr><tr><td>1</td><td>x|y</td></tr></table>",
+        "| a | b |\n|---|---|\n| 1 | x\\|y |",
+        id="table",
+    ),
+    pytest.param(
+        "<table><thead><tr><th>h1</th><th>h2</th><th>h3</th></tr></thead>"
+        "<tbody><tr><td colspan=2>wide</td><td>z</td></tr><tr><td>short</td></tr></tbody></table>",
+        "| h1 | h2 | h3 |\n|---|---|---|\n| wide |  | z |\n| short |  |  |",
+        id="table-colspan-and-ragged-rows",
+    ),
+    pytest.param("<table><tr><td><p>layout cell</p></td></tr><tr><td>two</td></tr></table>",
+                 "layout cell\n\ntwo", id="one-column-table-is-layout"),
+    pytest.param(
+        "<table><tr><td><table><tr><td>a</td><td>b</td></tr></table></td><td>side</td></tr></table>",
+        "| a | b |\n|---|---|\n\nside",
+        id="nested-table-is-layout",
+    ),
+    pytest.param('<p>x <img src="a.png" alt="A red bicycle"> y</p>', "x A red bicycle y",
+                 id="image-alt-text"),
+    pytest.param('<p>x<img src="a.png" alt="photo-2019-01.jpg">y</p>', "xy",
+                 id="image-file-name-alt-dropped"),
+    pytest.param('<p>x<img src="a.png">y</p>', "xy", id="image-without-alt"),
+    pytest.param("<p>a</p><hr><p>b</p>", "a\n\n---\n\nb", id="rule"),
+    pytest.param("<div><span>inline <div>block inside span</div> after</span></div>",
+                 "inline\n\nblock inside span\n\nafter", id="block-inside-inline"),
+    pytest.param('<a href="/card"><div><h3>Card</h3><p>teaser</p></div></a>',
+                 "### Card\n\nteaser", id="link-wrapping-blocks"),
+    pytest.param("<p>a&nbsp;b &amp; c &lt;d&gt; &#x41; &bogus; &#99999999;</p>",
+                 "a b & c <d> A &bogus; \ufffd", id="entities"),
+    pytest.param("<script>alert(1)</script><style>p{}</style><p>kept</p>", "kept",
+                 id="script-style-skipped"),
+    pytest.param("<dl><dt>term</dt><dd>meaning</dd></dl>", "term\n\nmeaning", id="definitions"),
+]
+
+
+@pytest.mark.parametrize(("fragment", "expected"), MARKDOWN_CASES)
+def test_markdown(fragment: str, expected: str) -> None:
+    assert render(fragment) == expected
+
+
+TEXT_CASES = [
+    pytest.param("<h2>Head</h2><p>a <em>b</em> <a href='/x'>c</a> <code>d</code></p>",
+                 "Head\n\na b c d", id="no-markup"),
+    pytest.param("<ul><li>a<ul><li>b</li></ul></li></ul>", "- a\n  - b", id="lists-keep-bullets"),
+    pytest.param("<pre class='language-js'>let x = 1;</pre>", "let x = 1;", id="code-unfenced"),
+    pytest.param("<table><tr><td>a</td><td>b</td></tr><tr><td>c</td><td></td></tr></table>",
+                 "a | b\nc", id="table-cells"),
+    pytest.param("<blockquote>q</blockquote>", "q", id="blockquote-unmarked"),
+    pytest.param('<p>x <img alt="A red bicycle"> y</p>', "x y", id="images-left-out"),
+]
+
+
+@pytest.mark.parametrize(("fragment", "expected"), TEXT_CASES)
+def test_plain_text(fragment: str, expected: str) -> None:
+    assert render(fragment, markdown=False) == expected
+
+
+def test_headings_are_collected() -> None:
+    parser = etree.HTMLParser(encoding="utf-8")
+    root = etree.fromstring(b"<h1>A <em>b</em></h1><p>x</p><h4>C</h4><h2> </h2>", parser)
+    renderer = Renderer(markdown=True)
+    renderer.render(root)
+    assert renderer.headings == [(1, "A b"), (4, "C")]
+
+
+def test_deep_nesting_renders_flat() -> None:
+    depth = 250  # libxml2 keeps up to 255 levels; the renderer flattens past its own cap
+    text = render("<div>" * depth + "<p>deep <b>words</b></p>" + "</div>" * depth)
+    assert text == "deep words"
