@@ -286,19 +286,19 @@ class _ChainWalker:
         if head is None:
             return self._start(state, n, link, action)
         if link.prev is None:
-            if action != AuditAction.LOG_START:
-                state.fail(n, f"line {n} has no prev but is not a log_start")
-                return False
-            state.warnings.append(
-                f"line {n}: a new chain starts here (log_start with prev null); "
-                "the records before it belong to another chain"
+            state.fail(
+                n,
+                f"line {n} starts a new chain (prev null) after seq {head.seq}: the files are "
+                "out of order, from different chains, or the history before it was replaced",
             )
-            self.last_checkpoint_hash = None
-            return True
+            return False
         if link.seq == head.seq + 1 and link.prev == head.sha256:
             return True
         if torn_named and self._step_back_over_torn(state, n, link, torn_named):
             return True
+        if line.sha256 == head.sha256:
+            state.fail(n, f"line {n} repeats line {_where(state, head.state, head.line)}")
+            return False
         return self._locate_break(state, n, link, head)
 
     def _start(self, state: _FileState, n: int, link: ChainLink, action: str | None) -> bool:
