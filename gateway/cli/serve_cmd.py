@@ -1,16 +1,54 @@
-"""`gateway serve`: not yet written."""
+"""`gateway serve`: load the configuration, refuse unsafe binds, run until SIGTERM."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
 from typing import Any
+
+from gateway.config import GatewayConfig
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("serve", help="(not yet available)")
+    parser = subparsers.add_parser("serve", help="run the gateway (HTTP API, MCP, forward proxy)")
+    parser.add_argument("--config", metavar="FILE", help="gateway configuration (YAML)")
+    parser.add_argument("--policy", metavar="FILE", help="policy file (default: embedded default)")
+    parser.add_argument("--host", help="listen address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="API port (default 8080)")
+    parser.add_argument("--proxy-port", type=int, help="forward-proxy port (default: off)")
     parser.set_defaults(run=_run)
 
 
+def build_config(args: argparse.Namespace) -> GatewayConfig:
+    """The config file (or the defaults) with the command-line flags applied on top."""
+    from gateway.configload import apply_overrides, check_bind_safety, load_config_file
+
+    config = load_config_file(args.config) if args.config else GatewayConfig()
+    config = apply_overrides(
+        config,
+        policy=getattr(args, "policy", None),
+        host=getattr(args, "host", None),
+        port=getattr(args, "port", None),
+        proxy_port=getattr(args, "proxy_port", None),
+    )
+    check_bind_safety(config)
+    return config
+
+
 def _run(args: argparse.Namespace) -> int:
-    print("gateway serve: not yet available")
-    return 2
+    from gateway.configload import ConfigError
+    from gateway.oplog import configure_logging
+    from gateway.policy.load import PolicyValidationError
+    from gateway.server.serve import serve
+
+    configure_logging()
+    try:
+        config = build_config(args)
+        return asyncio.run(serve(config, reload_config=lambda: build_config(args)))
+    except (ConfigError, PolicyValidationError) as exc:
+        print(f"gateway serve: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"gateway serve: {exc}", file=sys.stderr)
+        return 1

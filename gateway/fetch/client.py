@@ -133,6 +133,10 @@ class Fetcher:
         await self.close()
 
     @property
+    def static_hosts(self) -> StaticHosts:
+        return self._static_hosts
+
+    @property
     def own_addresses(self) -> tuple[tuple[IPNetwork, int], ...]:
         return self._own
 

@@ -1,0 +1,233 @@
+"""The composition root: builds every service once from the configuration, and owns reloads.
+
+Handlers get services from here (through aiohttp AppKeys), never from globals. A reload
+builds a complete new `PolicyState` first and swaps it in one assignment, so a request sees
+either the old state or the new one, and a file that fails validation changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway import __version__
+from gateway.audit.log import AuditLog
+from gateway.config import ClientLimits, GatewayConfig
+from gateway.errors import UnauthorizedError
+from gateway.fetch.client import Fetcher
+from gateway.fetch.resolver import parse_static_hosts
+from gateway.policy.load import PolicyValidationError, load_default_policy, load_policy_file
+from gateway.policy.model import Policy
+from gateway.provenance.dsse import Signer, load_public_key
+from gateway.search.ids import InMemoryIdStore
+from gateway.tools.envelope import now_iso
+from gateway.tools.webfetch import FetchCache, WebFetchTool
+
+
+@dataclass(frozen=True, slots=True)
+class ClientIdentity:
+    id: str
+    token_sha256: bytes
+    policy: Policy
+    limits: ClientLimits = ClientLimits()
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyState:
+    """Everything a reload replaces: the gateway's policy and the clients with theirs."""
+
+    default_policy: Policy
+    clients: tuple[ClientIdentity, ...] = ()
+    loaded_at: str = field(default_factory=now_iso)
+
+    @property
+    def auth_required(self) -> bool:
+        return bool(self.clients)
+
+    def authenticate(self, authorization: str | None) -> ClientIdentity | None:
+        """The client a bearer token belongs to; None when no clients are configured.
+
+        Every configured hash is compared, in constant time, whatever matches.
+        """
+        if not self.clients:
+            return None
+        token = _bearer(authorization)
+        if token is None:
+            raise UnauthorizedError("missing bearer token: send 'Authorization: Bearer <token>'")
+        return self.client_for_token(token)
+
+    def client_for_token(self, token: str) -> ClientIdentity:
+        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+        found = None
+        for client in self.clients:
+            if hmac.compare_digest(digest, client.token_sha256):
+                found = client
+        if found is None:
+            raise UnauthorizedError("unknown token")
+        return found
+
+
+def _bearer(header: str | None) -> str | None:
+    if not header:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def load_policy_state(config: GatewayConfig) -> PolicyState:
+    """Read every policy file the configuration names; raises PolicyValidationError."""
+    default = load_policy_file(config.policy)[0] if config.policy else load_default_policy()
+    cache: dict[str, Policy] = {}
+    clients = []
+    for client in config.clients:
+        policy = default
+        if client.policy:
+            if client.policy not in cache:
+                cache[client.policy] = load_policy_file(client.policy)[0]
+            policy = cache[client.policy]
+        clients.append(
+            ClientIdentity(client.id, bytes.fromhex(client.token_sha256), policy, client.limits)
+        )
+    return PolicyState(default, tuple(clients))
+
+
+def default_instance_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(slots=True)
+class ReloadStatus:
+    last_reload: str | None = None
+    ok: bool = True
+    problems: tuple[str, ...] = ()
+
+
+class Services:
+    """Every long-lived service of one gateway process."""
+
+    def __init__(self, config: GatewayConfig, *, state: PolicyState | None = None) -> None:
+        self.config = config
+        self.instance_id = config.instance_id or default_instance_id()
+        self.state = state or load_policy_state(config)
+        self.reload_status = ReloadStatus()
+        self.started_monotonic = time.monotonic()
+        self.started_at = now_iso()
+        self.draining = False
+        self.signer = Signer.from_pem_file(config.signing_key) if config.signing_key else None
+        self.retired_keys = tuple(load_public_key(path) for path in config.retired_keys)
+        self.audit = AuditLog(
+            config.audit.path,
+            instance_id=self.instance_id,
+            version=__version__,
+            fsync=config.audit.fsync,
+            rotate_bytes=config.audit.rotate_bytes,
+            signer=self.signer,
+            checkpoints_path=config.audit.checkpoints_path,
+            checkpoint_interval=config.audit.checkpoint_interval,
+        )
+        self.fetcher = Fetcher(
+            static_hosts=parse_static_hosts(config.resolver.hosts),
+            ca_file=config.tls.ca_file,
+            user_agent=config.fetch.user_agent,
+        )
+        self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="extract")
+        self.ids = InMemoryIdStore(ttl=config.search.id_ttl, clock=time.monotonic)
+        self.webfetch = WebFetchTool(
+            fetcher=self.fetcher,
+            audit=self.audit,
+            executor=self.executor,
+            signer=self.signer,
+            ids=self.ids,
+            cache=FetchCache(config.fetch.cache_ttl),
+        )
+        # Sections of /v1/status that later services add (search providers, limits, …).
+        self.status_providers: dict[str, Callable[[], Awaitable[Any]]] = {}
+        # Extra listeners (the forward proxy) started after the API: each returns its binds.
+        self.extra_sites: list[Callable[[Services], Awaitable[list[tuple[str, int]]]]] = []
+        # Called when draining starts (stop accepting tunnels, …).
+        self.on_drain: list[Callable[[], Awaitable[None]]] = []
+        # Checks /readyz runs; each returns a problem or None.
+        self.readiness_checks: list[Callable[[], str | None]] = [self._audit_problem]
+
+    def _audit_problem(self) -> str | None:
+        status = self.audit.status()
+        return None if status["healthy"] else f"audit log unusable: {status['error']}"
+
+    def readiness_problems(self) -> list[str]:
+        problems = ["draining"] if self.draining else []
+        problems.extend(p for check in self.readiness_checks if (p := check()) is not None)
+        return problems
+
+    def open(self) -> None:
+        self.audit.open()
+
+    async def close(self) -> None:
+        await self.fetcher.close()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.audit.close()
+
+    @property
+    def uptime_s(self) -> float:
+        return time.monotonic() - self.started_monotonic
+
+    def reload_failed(self, problem: str) -> None:
+        """A configuration file that did not load: keep everything, report it."""
+        problems = tuple(problem.splitlines()) or ("reload failed",)
+        self.reload_status = ReloadStatus(now_iso(), False, problems)
+        self.audit.append(_reload_record(self.state, None, problems))
+
+    def reload(self, config: GatewayConfig | None = None) -> bool:
+        """Re-read policies (and clients, when a new config is given); keep the old state on
+        any problem. Writes a `policy_reload` audit record either way."""
+        old = self.state
+        try:
+            new = load_policy_state(config or self.config)
+        except (PolicyValidationError, OSError, ValueError) as exc:
+            problems = tuple(str(exc).splitlines()) or (type(exc).__name__,)
+            self.reload_status = ReloadStatus(now_iso(), False, problems)
+            self.audit.append(_reload_record(old, None, problems))
+            return False
+        self.state = new
+        if config is not None:
+            self.config = config
+        self.reload_status = ReloadStatus(now_iso(), True, ())
+        self.audit.append(_reload_record(old, new, ()))
+        return True
+
+
+def _reload_record(
+    old: PolicyState, new: PolicyState | None, problems: Sequence[str]
+) -> dict[str, Any]:
+    def policies(state: PolicyState) -> list[dict[str, str]]:
+        seen = {
+            (p.name, p.sha256): p
+            for p in [state.default_policy, *(c.policy for c in state.clients)]
+        }
+        return [{"name": name, "sha256": sha} for name, sha in seen]
+
+    return {
+        "event": {
+            "action": "policy_reload",
+            "outcome": "success" if new is not None else "failure",
+            "type": ["change"],
+        },
+        "policy": {
+            "name": (new or old).default_policy.name,
+            "sha256": (new or old).default_policy.sha256,
+            "previous_sha256": old.default_policy.sha256,
+        },
+        "reload": {
+            "old": policies(old),
+            "new": policies(new) if new is not None else None,
+            "problems": list(problems)[:50],
+        },
+    }

@@ -1,0 +1,115 @@
+"""The HTTP API routes: parse, call a tool, serialise. No business logic lives here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from gateway import __version__
+from gateway.errors import UnavailableError
+from gateway.fetch.resolver import LookupFailedError, PolicyResolver
+from gateway.policy.engine import decide_answer, decide_url
+from gateway.server.app import REQUEST_ID, SERVICES, caller, json_response, read_json
+from gateway.tools.context import CallContext
+from gateway.tools.schema import EXPLAIN_REQUEST, validate, with_defaults
+
+
+def context(request: web.Request) -> CallContext:
+    services = request.app[SERVICES]
+    client = caller(request)
+    policy = client.policy if client else services.state.default_policy
+    return CallContext(
+        policy=policy, client_id=client.id if client else None, request_id=request[REQUEST_ID]
+    )
+
+
+async def fetch(request: web.Request) -> web.Response:
+    body = await read_json(request)
+    result = await request.app[SERVICES].webfetch.call(context(request), body)
+    return json_response(result)
+
+
+async def explain(request: web.Request) -> web.Response:
+    body = await read_json(request)
+    validate(EXPLAIN_REQUEST, body)
+    args = with_defaults(EXPLAIN_REQUEST, body)
+    ctx = context(request)
+    services = request.app[SERVICES]
+    decision, target = decide_url(ctx.policy, args["url"], tool=args["tool"])
+    addresses: list[str] = []
+    if args["resolve"] and decision.allowed and target is not None:
+        if target.ip is not None:
+            answer = [target.ip]
+        else:
+            resolver = PolicyResolver(ctx.policy, static_hosts=services.fetcher.static_hosts)
+            try:
+                answer = await resolver.lookup(target.host)
+            except LookupFailedError:
+                answer = []
+        addresses = [str(ip) for ip in answer]
+        if answer:
+            decision = decide_answer(
+                ctx.policy, target.port, answer, own_addresses=services.fetcher.own_addresses
+            )
+    out: dict[str, Any] = {
+        "url": args["url"],
+        "decision": decision.verdict,
+        "reason": str(decision.reason) if decision.reason else None,
+        "rule": decision.rule,
+        "enforced": decision.enforced,
+        "message": decision.message,
+        "policy": ctx.policy.identity,
+    }
+    if args["resolve"]:
+        out["addresses"] = addresses
+    return json_response(out)
+
+
+async def status(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    client = caller(request)
+    policy = client.policy if client else services.state.default_policy
+    reload = services.reload_status
+    body: dict[str, Any] = {
+        "version": __version__,
+        "instance": services.instance_id,
+        "uptime_s": round(services.uptime_s, 3),
+        "started_at": services.started_at,
+        "client": {"id": client.id} if client else None,
+        "policy": {
+            "name": policy.name,
+            "sha256": policy.sha256,
+            "mode": str(policy.mode),
+            "loaded_at": services.state.loaded_at,
+            "last_reload": reload.last_reload,
+            "reload_ok": reload.ok,
+            "problems": list(reload.problems),
+        },
+        "audit": services.audit.status(),
+        "draining": services.draining,
+    }
+    for name, provider in services.status_providers.items():
+        body[name] = await provider()
+    return json_response(body)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    problems = services.readiness_problems()
+    if problems:
+        error = UnavailableError("not ready: " + "; ".join(problems), retry_after=5)
+        raise error
+    return json_response({"status": "ready"})
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/fetch", fetch)
+    app.router.add_post("/v1/policy/explain", explain)
+    app.router.add_get("/v1/status", status)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)

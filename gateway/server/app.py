@@ -1,0 +1,133 @@
+"""The aiohttp application: middlewares that give every response the contract's shape.
+
+Every response carries `X-Request-Id`; every error, the router's 404/405 included, is the
+contract's JSON error body (except on /mcp, which answers in JSON-RPC). Handlers find the
+services through `SERVICES`; there are no globals.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from gateway.errors import (
+    GatewayError,
+    InvalidRequestError,
+    NotFoundError,
+    RequestTooLargeError,
+    UnavailableError,
+    WrongMethodError,
+)
+from gateway.runtime import ClientIdentity, Services
+
+SERVICES = web.AppKey("services", Services)
+REQUEST_ID = web.RequestKey("request_id", str)
+CLIENT = web.RequestKey("client", ClientIdentity | None)  # type: ignore[arg-type]
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/v1/keys", "/openapi.json"})
+
+log = logging.getLogger("gateway.server")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def json_response(
+    body: Any, *, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    return web.Response(
+        body=orjson.dumps(body), status=status, content_type="application/json", headers=headers
+    )
+
+
+def error_response(error: GatewayError, request_id: str) -> web.Response:
+    headers = {"X-Request-Id": request_id}
+    if error.retry_after is not None:
+        headers["Retry-After"] = str(max(1, int(error.retry_after + 0.999)))
+    return json_response(
+        {"error": error.to_dict(request_id)}, status=error.http_status, headers=headers
+    )
+
+
+@web.middleware
+async def contract_shape(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Request ids, and every failure rendered as the contract's error body."""
+    request_id = uuid.uuid4().hex
+    request[REQUEST_ID] = request_id
+    try:
+        response = await handler(request)
+    except GatewayError as error:
+        return error_response(error, request_id)
+    except web.HTTPRequestEntityTooLarge:
+        limit = request.app[SERVICES].config.server.max_body_bytes
+        return error_response(
+            RequestTooLargeError(f"the request body is over server.max_body_bytes ({limit})"),
+            request_id,
+        )
+    except web.HTTPMethodNotAllowed as exc:
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        response = error_response(
+            WrongMethodError(f"{request.method} is not allowed here; use {allowed}"), request_id
+        )
+        response.headers["Allow"] = allowed
+        return response
+    except web.HTTPNotFound:
+        return error_response(NotFoundError(f"no endpoint {request.path[:200]}"), request_id)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        generic: GatewayError = InvalidRequestError(exc.reason or "bad request")
+        if exc.status >= 500:
+            generic = GatewayError(exc.reason or "internal error")
+        return error_response(generic, request_id)
+    except Exception:
+        log.exception("unhandled error", extra={"request_id": request_id})
+        return error_response(GatewayError("internal error; see the gateway's log"), request_id)
+    response.headers["X-Request-Id"] = request_id
+    return response
+
+
+@web.middleware
+async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Bearer tokens once clients are configured; /mcp authenticates the same way."""
+    services = request.app[SERVICES]
+    path = request.path
+    metrics_public = path == "/metrics" and not services.config.server.metrics_need_token
+    if path in PUBLIC_PATHS or metrics_public:
+        return await handler(request)
+    request[CLIENT] = services.state.authenticate(request.headers.get("Authorization"))
+    return await handler(request)
+
+
+def caller(request: web.Request) -> ClientIdentity | None:
+    client: ClientIdentity | None = request.get(CLIENT)
+    return client
+
+
+async def read_json(request: web.Request) -> dict[str, Any]:
+    """The request body as a JSON object, or invalid_request."""
+    if request.app[SERVICES].draining:
+        raise UnavailableError("the gateway is shutting down", retry_after=5)
+    raw = await request.read()
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequestError(f"malformed JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidRequestError("the request body must be a JSON object")
+    return value
+
+
+def make_app(services: Services) -> web.Application:
+    from gateway.server import api  # the routes import this module's helpers
+
+    app = web.Application(
+        middlewares=[contract_shape, authenticate],
+        client_max_size=services.config.server.max_body_bytes,
+    )
+    app[SERVICES] = services
+    api.add_routes(app)
+    return app

@@ -1,0 +1,60 @@
+"""Audit records of tool calls, in ECS field names (CONTRACT 8). Built here, written by audit.
+
+URLs are redacted by the audit log itself; nothing here copies headers or bodies.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from gateway.errors import GatewayError, PolicyDeniedError, ToolDisabledError
+from gateway.policy.engine import Decision
+from gateway.policy.model import Policy
+from gateway.tools.context import CallContext
+
+
+def policy_block(policy: Policy, decision: Decision | None) -> dict[str, Any]:
+    block: dict[str, Any] = {"name": policy.name, "sha256": policy.sha256}
+    if decision is None:
+        block.update({"decision": "allow", "enforced": True, "rule": None, "reason": None})
+    else:
+        block.update(decision.to_dict())
+        block.pop("message", None)
+    return block
+
+
+def tool_record(
+    action: str,
+    ctx: CallContext,
+    *,
+    decision: Decision | None,
+    error: GatewayError | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """One record for one call; a denial is outcome failure / type denied."""
+    denied = isinstance(error, PolicyDeniedError | ToolDisabledError) or (
+        error is not None and error.reason == "invalid_url"
+    )
+    if error is None:
+        outcome, kind = "success", ["allowed"]
+    elif denied:
+        outcome, kind = "failure", ["denied"]
+    else:
+        outcome, kind = "failure", ["error"]
+    record: dict[str, Any] = {
+        "event": {
+            "id": uuid.uuid4().hex,
+            "action": action,
+            "outcome": outcome,
+            "type": kind,
+            "duration_ms": ctx.elapsed_ms,
+        },
+        "client": {"id": ctx.client_label},
+        "policy": policy_block(ctx.policy, decision),
+        "trace": {"id": ctx.request_id},
+    }
+    if error is not None:
+        record["error"] = {"code": error.code, "message": error.message[:500]}
+    record.update({k: v for k, v in fields.items() if v is not None})
+    return record
