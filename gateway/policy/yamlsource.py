@@ -17,8 +17,9 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
+import yaml
 from yaml.composer import Composer
 from yaml.error import MarkedYAMLError, YAMLError
 from yaml.events import (
@@ -162,15 +163,20 @@ class _Abort(Exception):
         self.mark, self.code, self.message = mark, code, message
 
 
-class _StrictComposer(Reader, Scanner, Parser, Composer, Resolver):
-    """PyYAML's safe composer, counting what aliases add and checking keys as it goes."""
+class _StrictComposition(Composer):
+    """PyYAML's composer, counting what aliases add and checking keys as it goes. The events
+    come from libyaml when PyYAML was built with it (about four times faster), else from
+    PyYAML's own parser; the composition, and so every check, is the same Python code."""
 
-    def __init__(self, text: str) -> None:
-        Reader.__init__(self, text)
-        Scanner.__init__(self)
-        Parser.__init__(self)
+    if TYPE_CHECKING:  # provided by the event source (libyaml's or PyYAML's parser)
+
+        def peek_event(self) -> Any: ...
+        def get_event(self) -> Any: ...
+        def check_event(self, *choices: Any) -> bool: ...
+
+    def _start(self) -> None:
         Composer.__init__(self)
-        Resolver.__init__(self)
+        Resolver.__init__(self)  # type: ignore[arg-type]
         self.found: list[tuple[Mark | None, str, str]] = []
         self.reported: set[int] = set()  # ids of nodes whose problem is already in `found`
         self._sizes: dict[int, int] = {}
@@ -221,6 +227,8 @@ class _StrictComposer(Reader, Scanner, Parser, Composer, Resolver):
         return node
 
     def _check_scalar(self, node: ScalarNode) -> None:
+        if node.style == "":
+            node.style = None  # libyaml's plain style; PyYAML's parser says None
         if node.tag == BOOL_TAG and node.value not in ("true", "false"):
             self.found.append(
                 (
@@ -254,6 +262,26 @@ class _StrictComposer(Reader, Scanner, Parser, Composer, Resolver):
                 )
 
 
+class _PurePythonComposer(_StrictComposition, Reader, Scanner, Parser, Resolver):
+    def __init__(self, text: str) -> None:
+        Reader.__init__(self, text)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        self._start()
+
+
+_Composer: Callable[[str], _StrictComposition] = _PurePythonComposer
+if yaml.__with_libyaml__:
+    from yaml._yaml import CParser
+
+    class _LibYAMLComposer(_StrictComposition, CParser, Resolver):
+        def __init__(self, text: str) -> None:
+            CParser.__init__(self, text)
+            self._start()
+
+    _Composer = _LibYAMLComposer
+
+
 def _children(node: Node) -> Iterator[Node]:
     if isinstance(node, SequenceNode):
         yield from node.value
@@ -280,7 +308,7 @@ def compose(data: bytes, *, source: str, max_bytes: int = DEFAULT_MAX_BYTES) -> 
         raise SourceError((_too_large(source, len(data), max_bytes),))
     text = decode_text(data, source=source)
     try:
-        composer = _StrictComposer(text)
+        composer = _Composer(text)
         composer.get_event()  # stream start
         root: Node | None = None
         if not composer.check_event(StreamEndEvent):
@@ -305,6 +333,9 @@ def compose(data: bytes, *, source: str, max_bytes: int = DEFAULT_MAX_BYTES) -> 
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         message = "; ".join(part for part in (exc.context, exc.problem) if part) or "malformed YAML"
+        if exc.context == "while scanning an alias":
+            # `- *.example.com` reads as an alias in YAML: the usual cause, with the fix.
+            message += "; a value starting with '*' must be quoted, e.g. \"*.example.com\""
         raise SourceError((_at(source, mark, "yaml_syntax", message),)) from None
     except (YAMLError, RecursionError) as exc:  # belt and braces: never a traceback
         raise SourceError(

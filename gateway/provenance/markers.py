@@ -86,14 +86,36 @@ _SEPARATORS = frozenset(
     "\u2e17\u2e1a\u2e3a\u2e3b\u2e40\u2e5d\u3000\u301c\u3030\u30a0"
     "\ufe31\ufe32\ufe33\ufe34\ufe4d\ufe4e\ufe4f\ufe58\ufe63\uff0d\uff3f\U00010ead"
 )
-_DROP_SEPARATORS = str.maketrans(dict.fromkeys(_SEPARATORS, None))
-
-_INVISIBLE_CLASS = (
-    "\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e"
-    "\u2060-\u2064\u2066-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb\U0001d173-\U0001d17a"
-    "\U000e0000-\U000e007f\ud800-\udfff"
+_OTHER_SEPARATORS = frozenset(
+    char for char in _SEPARATORS if not char.isspace() and char not in "_-"
 )
-_INVISIBLE_RUN = re.compile(f"[{_INVISIBLE_CLASS}]+")
+_BRACKET_LOOKALIKE = re.compile("[" + re.escape("".join(chr(code) for code in _BRACKET_FOLD)) + "]")
+
+_INVISIBLE_CHARS = frozenset(
+    chr(code)
+    for low, high in (
+        (0x00, 0x08),
+        (0x0B, 0x1F),
+        (0x7F, 0x9F),
+        (0xAD, 0xAD),
+        (0x34F, 0x34F),
+        (0x61C, 0x61C),
+        (0x180E, 0x180E),
+        (0x200B, 0x200F),
+        (0x202A, 0x202E),
+        (0x2060, 0x2064),
+        (0x2066, 0x206F),
+        (0x3164, 0x3164),
+        (0xFEFF, 0xFEFF),
+        (0xFFA0, 0xFFA0),
+        (0xFFF9, 0xFFFB),
+        (0x1D173, 0x1D17A),
+        (0xE0000, 0xE007F),
+        (0xD800, 0xDFFF),
+    )
+    for code in range(low, high + 1)
+)
+_ASCII_INVISIBLE = bytes(sorted(ord(char) for char in _INVISIBLE_CHARS if ord(char) < 0x80))
 _JOINERS = frozenset("\u200c\u200d")
 
 _ENTITY = re.compile(r"&(?:(LT)|(GT)|#0*(?:(60)|(62))|#X0*(?:(3C)|(3E)));?")
@@ -199,26 +221,47 @@ def unwrap(wrapped: str, nonce: str) -> str:
 
 
 def _remove_invisible(text: str) -> tuple[str, int]:
-    if _INVISIBLE_RUN.search(text) is None:
+    # str.find per distinct invisible character runs at C speed; a regex scan over a large
+    # character class would cost tens of nanoseconds per character of ordinary text.
+    if text.isascii() and len(text.encode().translate(None, _ASCII_INVISIBLE)) == len(text):
         return text, 0
-    removed = 0
+    present = _INVISIBLE_CHARS.intersection(text)
+    if not present:
+        return text, 0
+    positions: list[int] = []
+    for char in present:
+        index = text.find(char)
+        while index >= 0:
+            positions.append(index)
+            index = text.find(char, index + 1)
+    positions.sort()
 
-    def replace(match: re.Match[str]) -> str:
-        nonlocal removed
-        run = match.group()
+    out: list[str] = []
+    removed = 0
+    copied = 0  # text[:copied] is handled
+    run_start = 0
+    for number, position in enumerate(positions):
+        if number == 0 or position != positions[number - 1] + 1:
+            run_start = position
+        if number + 1 < len(positions) and positions[number + 1] == position + 1:
+            continue  # the run goes on
+        run_end = position + 1
+        run = text[run_start:run_end]
         kept = ""
         joiner = next((char for char in run if char in _JOINERS), None)
         if joiner is not None:
-            before = text[match.start() - 1] if match.start() > 0 else ""
-            after = text[match.end()] if match.end() < len(text) else ""
+            before = text[run_start - 1] if run_start > 0 else ""
+            after = text[run_end] if run_end < len(text) else ""
             if _joins(before, after):
                 kept = joiner
         # A CR ending a CRLF line break is removed but not counted: it hides nothing.
-        line_ending = run.endswith("\r") and text.startswith("\n", match.end())
+        line_ending = run.endswith("\r") and text.startswith("\n", run_end)
         removed += len(run) - len(kept) - line_ending
-        return kept
-
-    return _INVISIBLE_RUN.sub(replace, text), removed
+        out.append(text[copied:run_start])
+        out.append(kept)
+        copied = run_end
+    out.append(text[copied:])
+    return "".join(out), removed
 
 
 def _joins(before: str, after: str) -> bool:
@@ -265,30 +308,45 @@ def _is_emoji(char: str) -> bool:
 
 
 def _neutralise(text: str) -> tuple[str, int]:
-    # Cheap whole-text gate (C speed). NFKD rather than NFKC: it never composes an ASCII
-    # character with the mark after it, so it finds at least every match the per-character
-    # NFKC fold below can find. NFKD never produces a line break, so lines stay aligned.
-    light = unicodedata.normalize("NFKD", text.translate(_BRACKET_FOLD))
-    light = light.translate(_BRACKET_FOLD).upper()
-    tight = light.translate(_DROP_SEPARATORS)
-    hinted = _ENTITY.sub("<", light)  # the direction does not matter for the hint
-    if MARKER_WORD not in tight and _ROLE_HINT.search(hinted) is None:
+    if not _may_hold_lookalikes(text):
         return text, 0
-
     lines = text.split("\n")
-    tight_lines = tight.split("\n")
-    hinted_lines = hinted.split("\n")
-    aligned = len(lines) == len(tight_lines) == len(hinted_lines)
     total = 0
     for number, line in enumerate(lines):
-        if (
-            not aligned  # cannot happen; if it ever did, look at every line
-            or MARKER_WORD in tight_lines[number]
-            or _ROLE_HINT.search(hinted_lines[number])
-        ):
+        if _may_hold_lookalikes(line):
             lines[number], count = _neutralise_line(line)
             total += count
     return "\n".join(lines), total
+
+
+def _may_hold_lookalikes(text: str) -> bool:
+    """A cheap gate at C speed: False only if no line of `text` holds a look-alike.
+
+    NFKD rather than the careful fold's per-character NFKC: it never composes an ASCII
+    character with the mark after it, so it finds at least every match the careful fold finds.
+    """
+    if text.isascii():
+        light = text.upper()
+    else:
+        text = _fold_brackets(text)
+        # U+2329 decomposes to U+3008, itself a look-alike, so fold again.
+        light = _fold_brackets(unicodedata.normalize("NFKD", text))
+        light = light.upper()
+    tight = "".join(light.split()).replace("_", "").replace("-", "")
+    if not tight.isascii():
+        for separator in _OTHER_SEPARATORS:
+            if separator in tight:
+                tight = tight.replace(separator, "")
+    if MARKER_WORD in tight:
+        return True
+    if "&" in light:
+        light = _ENTITY.sub("<", light)  # the direction does not matter for the hint
+    return _ROLE_HINT.search(light) is not None
+
+
+def _fold_brackets(text: str) -> str:
+    # str.translate with a dict is slow on non-ASCII text; a regex finds the rare look-alikes.
+    return _BRACKET_LOOKALIKE.sub(lambda match: _BRACKET_FOLD[ord(match.group())], text)
 
 
 _FOLD_CACHE: dict[str, str] = {}

@@ -27,7 +27,7 @@ from gateway.runtime import ClientIdentity, Services
 
 SERVICES = web.AppKey("services", Services)
 REQUEST_ID = web.RequestKey("request_id", str)
-CLIENT = web.RequestKey("client", ClientIdentity | None)  # type: ignore[arg-type]
+CLIENT = web.RequestKey("client", ClientIdentity)
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/v1/keys", "/openapi.json"})
 
 log = logging.getLogger("gateway.server")
@@ -98,13 +98,14 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     metrics_public = path == "/metrics" and not services.config.server.metrics_need_token
     if path in PUBLIC_PATHS or metrics_public:
         return await handler(request)
-    request[CLIENT] = services.state.authenticate(request.headers.get("Authorization"))
+    client = services.state.authenticate(request.headers.get("Authorization"))
+    if client is not None:
+        request[CLIENT] = client
     return await handler(request)
 
 
 def caller(request: web.Request) -> ClientIdentity | None:
-    client: ClientIdentity | None = request.get(CLIENT)
-    return client
+    return request.get(CLIENT)
 
 
 async def read_json(request: web.Request) -> dict[str, Any]:

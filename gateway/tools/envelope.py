@@ -6,6 +6,7 @@ content types are cut to the bare media type and charset, URLs are re-quoted, le
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 import uuid
@@ -53,10 +54,8 @@ def normalize_content_type(raw: str | None) -> str | None:
 def display_url(url: str | yarl.URL) -> str:
     """A URL re-quoted in percent-encoded form (no <, >, quotes, spaces, controls), capped."""
     text = str(url)
-    try:
+    with contextlib.suppress(ValueError):
         text = str(yarl.URL(text))
-    except ValueError:
-        pass
     return source_attribute(text)[:MAX_URL_CHARS]
 
 
