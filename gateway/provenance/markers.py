@@ -44,6 +44,7 @@ from __future__ import annotations
 import re
 import secrets
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 MARKER_WORD = "UNTRUSTEDWEBCONTENT"
@@ -367,19 +368,23 @@ class _FoldedLine:
     """A line's light fold; unit k stands for original characters starts[k]:ends[k]."""
 
     text: str
-    starts: list[int]
-    ends: list[int]
+    starts: Sequence[int]
+    ends: Sequence[int]
 
 
 def _fold_line(line: str) -> _FoldedLine:
-    chars: list[str] = []
-    starts: list[int] = []
-    for index, char in enumerate(line):
-        for folded in _fold_char(char):
-            chars.append(folded)
-            starts.append(index)
-    light = "".join(chars)
-    ends = [start + 1 for start in starts]
+    if line.isascii():
+        light = line.upper()
+    else:
+        folds = list(map(_fold_char, line))
+        light = "".join(folds)
+    if len(light) == len(line):
+        # No fold is empty, so equal lengths mean one folded character per original one.
+        starts: Sequence[int] = range(len(line))
+        ends: Sequence[int] = range(1, len(line) + 1)
+    else:
+        starts = [index for index, fold in enumerate(folds) for _ in fold]
+        ends = [start + 1 for start in starts]
     if "&" not in light:
         return _FoldedLine(light, starts, ends)
 
