@@ -28,7 +28,10 @@ from gateway.policy.model import Policy
 from gateway.provenance.dsse import Signer, load_public_key
 from gateway.search.ids import InMemoryIdStore
 from gateway.tools.envelope import now_iso
-from gateway.tools.webfetch import FetchCache, WebFetchTool
+from gateway.tools.registry import ToolRegistry, ToolSpec
+from gateway.tools.schema import FETCH_REQUEST
+from gateway.tools.webfetch import DESCRIPTION as FETCH_DESCRIPTION
+from gateway.tools.webfetch import FetchCache, WebFetchTool, render_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +151,17 @@ class Services:
             signer=self.signer,
             ids=self.ids,
             cache=FetchCache(config.fetch.cache_ttl),
+        )
+        self.tools = ToolRegistry()
+        self.tools.add(
+            ToolSpec(
+                "WebFetch",
+                "/v1/fetch",
+                FETCH_DESCRIPTION,
+                FETCH_REQUEST,
+                self.webfetch.call,
+                render_text,
+            )
         )
         # Sections of /v1/status that later services add (search providers, limits, …).
         self.status_providers: dict[str, Callable[[], Awaitable[Any]]] = {}

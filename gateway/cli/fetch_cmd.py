@@ -1,16 +1,74 @@
-"""`gateway fetch`: not yet written."""
+"""`gateway fetch URL`: one WebFetch through the full path (policy, pinning, audit), no server.
+
+The result JSON goes to standard output; the audit record to the configured audit file.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
+from dataclasses import replace
 from typing import Any
+
+import orjson
+
+from gateway.errors import GatewayError
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("fetch", help="(not yet available)")
+    parser = subparsers.add_parser("fetch", help="fetch one URL as WebFetch would, print the JSON")
+    parser.add_argument("url")
+    parser.add_argument("--config", metavar="FILE")
+    parser.add_argument("--policy", metavar="FILE")
+    parser.add_argument("--max-chars", type=int)
+    parser.add_argument("--start-index", type=int)
+    parser.add_argument("--extract-mode", choices=("auto", "markdown", "text", "raw"))
     parser.set_defaults(run=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    print("gateway fetch: not yet available")
-    return 2
+    from gateway.config import GatewayConfig
+    from gateway.configload import ConfigError, apply_overrides, load_config_file
+    from gateway.policy.load import PolicyValidationError
+
+    try:
+        config = load_config_file(args.config) if args.config else GatewayConfig()
+        config = apply_overrides(config, policy=args.policy)
+    except (ConfigError, PolicyValidationError) as exc:
+        print(f"gateway fetch: {exc}", file=sys.stderr)
+        return 2
+    if config.audit.path == "-":
+        config = replace(config, audit=replace(config.audit, path="/dev/stderr"))
+    body: dict[str, Any] = {"url": args.url}
+    for key in ("max_chars", "start_index", "extract_mode"):
+        if getattr(args, key) is not None:
+            body[key] = getattr(args, key)
+    try:
+        result = asyncio.run(_fetch(config, body))
+    except (ConfigError, PolicyValidationError) as exc:
+        print(f"gateway fetch: {exc}", file=sys.stderr)
+        return 2
+    except GatewayError as error:
+        _print_json({"error": error.to_dict()})
+        return 1
+    _print_json(result)
+    return 0
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+async def _fetch(config: Any, body: dict[str, Any]) -> dict[str, Any]:
+    from gateway.runtime import Services
+    from gateway.tools.context import CallContext
+
+    services = Services(config)
+    services.open()
+    try:
+        ctx = CallContext(policy=services.state.default_policy)
+        result: dict[str, Any] = await services.webfetch.call(ctx, body)
+        return result
+    finally:
+        await services.close()

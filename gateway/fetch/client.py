@@ -303,7 +303,7 @@ class Fetcher:
             raise translate_error(exc, before_head=True) from exc
         try:
             trace.status = response.status
-            trace.ip = _peer_ip(response)
+            trace.ip = _peer_ip(response) or (str(target.ip) if target.ip else None)
             yield response
         except GatewayError:
             raise

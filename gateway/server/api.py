@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -12,6 +13,7 @@ from gateway.fetch.resolver import LookupFailedError, PolicyResolver
 from gateway.policy.engine import decide_answer, decide_url
 from gateway.server.app import REQUEST_ID, SERVICES, caller, json_response, read_json
 from gateway.tools.context import CallContext
+from gateway.tools.registry import ToolSpec
 from gateway.tools.schema import EXPLAIN_REQUEST, validate, with_defaults
 
 
@@ -24,10 +26,15 @@ def context(request: web.Request) -> CallContext:
     )
 
 
-async def fetch(request: web.Request) -> web.Response:
-    body = await read_json(request)
-    result = await request.app[SERVICES].webfetch.call(context(request), body)
-    return json_response(result)
+def tool_handler(spec: ToolSpec) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """POST handler for one registered tool: parse, call through the tool layer, serialise."""
+
+    async def handle(request: web.Request) -> web.Response:
+        body = await read_json(request)
+        result = await spec.call(context(request), body)
+        return json_response(result)
+
+    return handle
 
 
 async def explain(request: web.Request) -> web.Response:
@@ -108,7 +115,8 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_post("/v1/fetch", fetch)
+    for spec in app[SERVICES].tools.all():
+        app.router.add_post(spec.path, tool_handler(spec))
     app.router.add_post("/v1/policy/explain", explain)
     app.router.add_get("/v1/status", status)
     app.router.add_get("/healthz", healthz)
