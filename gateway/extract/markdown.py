@@ -103,11 +103,18 @@ class Renderer:
             return
         text = "".join(inline)
         inline.clear()
-        # pieces were squashed one by one; where they meet, spaces can still double up
-        lines = (" ".join(line.split()) for line in text.split("\n"))
-        paragraph = "\n".join(line for line in lines if line)
-        if paragraph:
-            out.append(paragraph)
+        # pieces were squashed one by one; where they meet, spaces can still double up.
+        # A blank line (<br><br>) separates paragraphs, as sites without <p> use it.
+        lines: list[str] = []
+        for raw in text.split("\n"):
+            line = " ".join(raw.split())
+            if line:
+                lines.append(line)
+            elif lines:
+                out.append("\n".join(lines))
+                lines.clear()
+        if lines:
+            out.append("\n".join(lines))
 
     def _block(self, el: etree._Element, out: list[str], depth: int) -> None:
         if depth > MAX_DEPTH:

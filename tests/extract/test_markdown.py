@@ -17,7 +17,7 @@ def render(fragment: str, *, markdown: bool = True) -> str:
 MARKDOWN_CASES = [
     pytest.param("<h1>Top</h1><h3>Three <em>x</em></h3>", "# Top\n\n### Three *x*", id="headings"),
     pytest.param("<p>one</p>  <p>two\n  lines</p>", "one\n\ntwo lines", id="paragraphs"),
-    pytest.param("<p>a<br>b<br><br>c</p>", "a\nb\nc", id="line-breaks"),
+    pytest.param("<p>a<br>b<br> <br>\n<br>c<br></p>", "a\nb\n\nc", id="line-breaks"),
     pytest.param("<ul><li>a</li><li>b</li></ul>", "- a\n- b", id="list"),
     pytest.param("<ul><li>a<ul><li>a1</li><li>a2<ol><li>deep</li></ol></li></ul></li><li>b</li></ul>",
                  "- a\n  - a1\n  - a2\n    1. deep\n- b", id="nested-lists"),
