@@ -1,0 +1,227 @@
+"""`gateway audit verify | summary | tail` on real log files: output lines and exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import orjson
+import pytest
+from cryptography.hazmat.primitives import serialization
+
+from gateway.cli.audit_cmd import register
+from tests.audit.logfiles import (
+    edit,
+    fetch_record,
+    new_signer,
+    open_log,
+    read_lines,
+    rotated_files,
+    write_lines,
+)
+from tests.audit.test_summary import denial
+
+WAIT = 20.0  # bound on waiting for a subprocess line; never a timing assertion
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="gateway")
+    register(parser.add_subparsers())
+    args = parser.parse_args(["audit", *argv])
+    return int(args.run(args))
+
+
+def write_public_key(path: Path, public: object) -> str:
+    path.write_bytes(
+        public.public_bytes(  # type: ignore[attr-defined]
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return str(path)
+
+
+@pytest.fixture
+def signed(tmp_path: Path) -> tuple[Path, str, Path]:
+    signer, public = new_signer()
+    path = tmp_path / "gw.jsonl"
+    checkpoints = tmp_path / "checkpoints.jsonl"
+    log = open_log(path, signer=signer, checkpoints_path=str(checkpoints))
+    for i in range(6):
+        log.append(fetch_record(i))
+    log.append(denial(6, "coder", "paste.example", "default", "domain_not_allowed"))
+    log.close()
+    return path, write_public_key(tmp_path / "signing.pub", public), checkpoints
+
+
+def test_verify_valid(signed: tuple[Path, str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    path, key, checkpoints = signed
+    assert run(["verify", str(path), "--key", key, "--checkpoints", str(checkpoints)]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{path}: valid", f"{checkpoints}: valid"]
+
+
+def test_verify_names_the_edited_line(
+    signed: tuple[Path, str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, key, _ = signed
+    lines = read_lines(path)
+    lines[4] = edit(lines[4], lambda r: r["url"].update(full="https://other.example/"))
+    write_lines(path, lines)
+    assert run(["verify", str(path), "--key", key]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"{path}: INVALID: line 5 was altered")
+    assert out.rstrip().endswith("(line 5)")
+
+
+def test_verify_with_a_wrong_key(
+    signed: tuple[Path, str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, _, _ = signed
+    _, other = new_signer()
+    assert run(["verify", str(path), "--key", write_public_key(tmp_path / "o.pub", other)]) == 1
+    assert "INVALID: checkpoint at line 2: signature does not verify" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        pytest.param(None, "cannot read", id="missing"),
+        pytest.param(b"hello", "not a PEM public key", id="not-pem"),
+    ],
+)
+def test_verify_with_an_unusable_key_file_is_a_usage_error(
+    signed: tuple[Path, str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: bytes | None,
+    words: str,
+) -> None:
+    key = tmp_path / "bad.pub"
+    if content is not None:
+        key.write_bytes(content)
+    assert run(["verify", str(signed[0]), "--key", str(key)]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_verify_several_files_of_one_chain_with_warnings_and_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = open_log(tmp_path / "gw-{instance}.jsonl", rotate_bytes=1500)
+    for i in range(8):
+        log.append(fetch_record(i))
+    log.close()
+    files = rotated_files(tmp_path)
+    assert run(["verify", *files]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line for line in out if not line.startswith("  ")] == [f"{f}: valid" for f in files]
+    assert out[-1] == (
+        "  warning: no signed checkpoints: records removed from the end of the log cannot be "
+        "detected"
+    )
+    assert run(["verify", "--json", *files[1:]]) == 0
+    reports = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["path"] for r in reports] == files[1:]
+    assert "continues a chain from a file not given" in reports[0]["warnings"][0]
+
+
+def test_summary_json_is_one_object(
+    signed: tuple[Path, str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["summary", str(signed[0]), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    result = orjson.loads(out)
+    assert result["totals"] == {"allow": 6, "deny": 1, "would_deny": 0, "error": 0}
+    assert result["top_denied_domains"][0]["domain"] == "paste.example"
+    assert run(["summary", str(signed[0]), "--json", "--client", "coder"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["records"] == 1
+
+
+def test_summary_text_is_terminal_safe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = open_log(tmp_path / "a.jsonl")
+    log.append(denial(1, "coder\x1b[2J", "evil\x1b]0;pwned\x07.example", "default", "x\r\ny"))
+    log.close()
+    assert run(["summary", str(tmp_path / "a.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "\x07" not in out
+    for heading in (
+        "Totals",
+        "By tool",
+        "Top denied domains",
+        "Clients",
+        "Deny reasons",
+        "Timeline (UTC hours)",
+        "Injection signals",
+    ):
+        assert f"\n{heading}" in out
+    assert "evil.example" in out and "x y" in out
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        pytest.param(["--since", "yesterday"], "--since 'yesterday'", id="bad-since"),
+        pytest.param(["MISSING"], "cannot read", id="missing-file"),
+    ],
+)
+def test_summary_usage_errors(
+    signed: tuple[Path, str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    words: str,
+) -> None:
+    files = [str(tmp_path / "missing.jsonl")] if "MISSING" in argv else [str(signed[0])]
+    argv = [a for a in argv if a != "MISSING"]
+    assert run(["summary", *files, *argv]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_tail_prints_the_last_matching_records(
+    signed: tuple[Path, str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(signed[0])
+    assert run(["tail", path, "-n", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    assert "  deny  " in lines[0] and "checkpoint" in lines[1]
+    assert run(["tail", path, "--decision", "deny"]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert "coder  WebFetch  deny  -  paste.example" in line
+    assert run(["tail", path, "--client", "nobody"]) == 0
+    assert capsys.readouterr().out == ""
+    assert run(["tail", path + ".missing"]) == 2
+
+
+def test_tail_follow_through_the_real_command(tmp_path: Path) -> None:
+    path = tmp_path / "gw.jsonl"
+    log = open_log(path, rotate_bytes=1500)
+    log.append(fetch_record(0))
+    command = [sys.executable, "-m", "gateway", "audit", "tail", "-f", str(path), "-n", "1",
+               "--client", "research-agent"]  # fmt: skip
+    lines: queue.Queue[str] = queue.Queue()
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as process:
+        stdout = process.stdout
+        assert stdout is not None
+        reader = threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True)
+        reader.start()
+        try:
+            assert "/page/0" in lines.get(timeout=WAIT)
+            for i in range(1, 7):  # rotates on the way
+                log.append(fetch_record(i))
+                assert f"/page/{i}" in lines.get(timeout=WAIT)
+                log.append(
+                    denial(100 + i, "coder", "paste.example", "default", "domain_not_allowed")
+                )
+        finally:
+            log.close()
+            process.terminate()
+            process.wait(WAIT)
+            reader.join(WAIT)
+    assert len(list(tmp_path.glob("gw.0*.jsonl"))) >= 2
+    assert lines.empty()  # the other client's records were filtered out
