@@ -354,6 +354,9 @@ def _pattern(
 
 
 def _is_address(host: str) -> bool:
+    last_label = host.rstrip(".").rsplit(".", 1)[-1]
+    if not (last_label[:1].isdigit() or ":" in host):
+        return False  # a name's last label starts with a letter; every IPv4 form, a digit
     candidate = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     try:
         ipaddress.ip_address(candidate)

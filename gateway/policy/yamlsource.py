@@ -189,15 +189,14 @@ class _StrictComposition(Composer):
         if isinstance(event, AliasEvent):
             target = self.anchors.get(event.anchor)
             if target is not None:
-                size = self._sizes.get(id(target))
-                if size is None:
+                if target.end_mark is None:  # still being composed: the alias is inside it
                     raise _Abort(
                         event.start_mark,
                         "alias_limit",
                         f"alias *{event.anchor} refers to a node that contains it",
                     )
                 self._aliases += 1
-                self._alias_nodes += size
+                self._alias_nodes += self._size(target)
                 if self._aliases > MAX_ALIASES or self._alias_nodes > MAX_ALIAS_NODES:
                     raise _Abort(
                         event.start_mark,
@@ -217,7 +216,6 @@ class _StrictComposition(Composer):
             raise _Abort(event.start_mark, "too_deep", f"nesting deeper than {MAX_DEPTH} levels")
         node = cast(Node, super().compose_node(parent, index))
         self._depth -= 1
-        self._sizes[id(node)] = 1 + sum(self._sizes[id(child)] for child in _children(node))
         if tagged:
             self.reported.add(id(node))
         if isinstance(node, ScalarNode):
@@ -225,6 +223,14 @@ class _StrictComposition(Composer):
         elif isinstance(node, MappingNode):
             self._check_keys(node)
         return node
+
+    def _size(self, node: Node) -> int:
+        """Nodes in the tree under `node` with aliases expanded, memoised: linear in the text."""
+        size = self._sizes.get(id(node))
+        if size is None:
+            size = 1 + sum(self._size(child) for child in _children(node))
+            self._sizes[id(node)] = size
+        return size
 
     def _check_scalar(self, node: ScalarNode) -> None:
         if node.style == "":
@@ -336,7 +342,11 @@ def compose(data: bytes, *, source: str, max_bytes: int = DEFAULT_MAX_BYTES) -> 
         if exc.context == "while scanning an alias":
             # `- *.example.com` reads as an alias in YAML: the usual cause, with the fix.
             message += "; a value starting with '*' must be quoted, e.g. \"*.example.com\""
-        raise SourceError((_at(source, mark, "yaml_syntax", message),)) from None
+        if "nesting depth" in (exc.problem or ""):  # libyaml stops `[[[[…` itself, at 1000
+            message, code = f"nesting deeper than {MAX_DEPTH} levels", "too_deep"
+        else:
+            code = "yaml_syntax"
+        raise SourceError((_at(source, mark, code, message),)) from None
     except (YAMLError, RecursionError) as exc:  # belt and braces: never a traceback
         raise SourceError(
             (Issue(source, 1, 1, "yaml_syntax", str(exc) or "malformed YAML"),)
