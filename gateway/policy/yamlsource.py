@@ -1,11 +1,8 @@
-"""Strict YAML with positions: bytes -> node tree -> checked values, every problem as an Issue.
+"""Strict YAML with positions: bytes -> nodes -> checked values, every problem an `Issue`.
 
-Owns the hazards of reading YAML written by people (duplicate keys, YAML 1.1 booleans,
-explicit tags, alias bombs, runaway nesting, oversized or binary files) and a small schema
-walker with "did you mean" hints. Generic: knows nothing about policies, so the gateway
-configuration reuses it. Never constructs Python objects from tags; never raises a traceback.
-Two halves, reading (bytes to nodes) and walking (nodes to values), kept together because the
-walker relies on what the composer already reported.
+Owns the hazards of YAML written by people (duplicate keys, YAML 1.1 booleans, tags, alias
+bombs, deep nesting, huge or binary files) and a schema walker with "did you mean" hints.
+Generic (the gateway configuration reuses it); never constructs objects, never a traceback.
 """
 
 from __future__ import annotations
@@ -14,6 +11,7 @@ import difflib
 import math
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -108,11 +106,16 @@ def read_bounded(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_B
     """The file's bytes, refusing (before reading it) anything larger than `max_bytes`."""
     source = os.fspath(path)
     try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size > max_bytes:
-                raise SourceError((_too_large(source, size, max_bytes),))
-            data = handle.read(max_bytes + 1)  # a pipe or /dev/… reports no size
+        # Non-blocking open, then regular files only: a FIFO must never hang a (re)load.
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(descriptor, "rb") as handle:
+            status = os.fstat(handle.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                message = "not a regular file"
+                raise SourceError((Issue(source, 1, 1, "unreadable", message),))
+            if status.st_size > max_bytes:
+                raise SourceError((_too_large(source, status.st_size, max_bytes),))
+            data = handle.read(max_bytes + 1)  # the file may grow while we read
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise SourceError(

@@ -359,10 +359,11 @@ def test_deep_nesting_is_refused(text: str, code: str) -> None:
 
 @pytest.mark.parametrize(
     ("path", "code"),
-    [("missing.yaml", "unreadable"), (".", "unreadable")],
-    ids=["missing", "directory"],
+    [("missing.yaml", "unreadable"), (".", "unreadable"), ("fifo.yaml", "unreadable")],
+    ids=["missing", "directory", "fifo-without-writer"],
 )
 def test_unreadable_files(tmp_path: Path, path: str, code: str) -> None:
+    os.mkfifo(tmp_path / "fifo.yaml")  # opening it for reading would block
     with pytest.raises(PolicyValidationError) as info:
         load_policy_file(tmp_path / path)
     assert [i.code for i in info.value.issues] == [code]
