@@ -38,6 +38,7 @@ from gateway.config import (
 from gateway.policy.hosts import HostError, normalize_name
 from gateway.policy.urls import InvalidURLError, parse_host, parse_url
 from gateway.policy.yamlsource import (
+    FLOAT_TAG,
     STR_TAG,
     Field,
     Issue,
@@ -93,13 +94,16 @@ class ConfigError(Exception):
 
 def load_config_file(path: str | os.PathLike[str]) -> GatewayConfig:
     """Read and validate a configuration file; relative paths in it are resolved against
-    the file's folder. Raises ConfigError with every problem."""
+    the file's folder. Issues name the file as given; `source` is its absolute path, so that a
+    reload finds it whatever the working directory. Raises ConfigError with every problem."""
     source = os.fspath(path)
     try:
         data = read_bounded(path, max_bytes=MAX_CONFIG_BYTES)
     except SourceError as exc:
         raise ConfigError(exc.issues) from None
-    return load_config_bytes(data, source=source, base_dir=os.path.dirname(os.path.abspath(source)))
+    absolute = os.path.abspath(source)
+    config = load_config_bytes(data, source=source, base_dir=os.path.dirname(absolute))
+    return dataclasses.replace(config, source=absolute)
 
 
 def load_config_bytes(data: bytes, *, source: str, base_dir: str) -> GatewayConfig:
@@ -266,7 +270,10 @@ def _read_path(
     text = w.string(node, path)
     if text is None:
         return None
-    if not text.strip() or _CONTROL_RE.search(text):
+    if not text.strip():
+        w.error(node, "bad_path", f"{path} must not be empty (write null for the default)")
+        return None
+    if _CONTROL_RE.search(text):
         w.error(node, "bad_path", f"{path} must be a file path without control characters")
         return None
     if allow_stdout and text == STDOUT_PATH:
@@ -313,27 +320,27 @@ def _read_path_list(w: Walker, node: Node, path: str) -> tuple[str, ...] | None:
     return tuple(paths) if ok else None
 
 
-def _read_int(w: Walker, node: Node, path: str, *, minimum: int, maximum: int) -> int | None:
-    return w.integer(node, path, minimum=minimum, maximum=maximum)
-
-
-def _int_field(default: int | None, *, minimum: int, maximum: int) -> Field:
-    return Field(lambda w, n, p: _read_int(w, n, p, minimum=minimum, maximum=maximum), default)
+def _int_field(default: int | None, *, minimum: int, maximum: int | None) -> Field:
+    return Field(lambda w, n, p: w.integer(n, p, minimum=minimum, maximum=maximum), default)
 
 
 def _read_seconds(w: Walker, node: Node, path: str, *, allow_zero: bool) -> float | None:
+    kind = "a non-negative" if allow_zero else "a positive"
+    expected = f"{kind} number of seconds up to {MAX_SECONDS:.0f} (30 days)"
+    if (
+        isinstance(node, ScalarNode)
+        and node.tag == FLOAT_TAG
+        and node.value.lower().lstrip("+-") in (".inf", ".nan")
+    ):
+        w.error(node, "out_of_range", f"{path} must be {expected}, got {node.value}")
+        return None
     value = w.number(node, path)
     if value is None:
         return None
     low_ok = value >= 0 if allow_zero else value > 0
     if not low_ok or value > MAX_SECONDS:
-        kind = "a non-negative" if allow_zero else "a positive"
-        w.error(
-            node,
-            "out_of_range",
-            f"{path} must be {kind} number of seconds up to {MAX_SECONDS:.0f} (30 days), "
-            f"got {node.value if isinstance(node, ScalarNode) else value}",
-        )
+        shown = node.value if isinstance(node, ScalarNode) else value
+        w.error(node, "out_of_range", f"{path} must be {expected}, got {shown}")
         return None
     return value
 
@@ -640,22 +647,21 @@ def _read_static_hosts(w: Walker, node: Node, path: str) -> Any:
         if not isinstance(key, ScalarNode) or w.is_reported(key):
             ok = False
             continue
-        name_path = f"{path}.{key.value}"
         host = _static_host_name(w, key, path)
-        addresses = _static_addresses(w, value, name_path)
-        if host is None or addresses is None:
-            ok = False
-            continue
-        if host in first_at:
-            if first_at[host] != key.value:  # an exact repeat is composer's duplicate_key
+        if host is not None and host in first_at:
+            if first_at[host] != key.value:  # an exact repeat is the composer's duplicate_key
                 w.error(
                     key,
                     "duplicate_key",
                     f"{path}: {key.value!r} is the same host as {first_at[host]!r}; merge them",
                 )
+            host = None
+        elif host is not None:
+            first_at[host] = key.value
+        addresses = _static_addresses(w, value, f"{path}.{key.value}")
+        if host is None or addresses is None:
             ok = False
             continue
-        first_at[host] = key.value
         table[host] = addresses
     return MappingProxyType(table) if ok else None
 
@@ -776,7 +782,7 @@ _TOP_FIELDS: dict[str, Field] = {
                 None,  # the default is resolved in `_build`, like a value written out
             ),
             "fsync": boolean_field(_AUDIT.fsync),
-            "rotate_bytes": _int_field(_AUDIT.rotate_bytes, minimum=1024, maximum=1 << 50),
+            "rotate_bytes": _int_field(_AUDIT.rotate_bytes, minimum=1024, maximum=None),
             "checkpoint_interval": _seconds_field(_AUDIT.checkpoint_interval),
             "checkpoints_path": _path_field(must_exist=False, template=True),
         }
@@ -832,7 +838,7 @@ _TOP_FIELDS: dict[str, Field] = {
             "max_connections_per_ip": _int_field(
                 _SERVER.max_connections_per_ip, minimum=1, maximum=1_000_000
             ),
-            "max_body_bytes": _int_field(_SERVER.max_body_bytes, minimum=1, maximum=1 << 40),
+            "max_body_bytes": _int_field(_SERVER.max_body_bytes, minimum=1, maximum=1 << 30),
             "shutdown_grace": _seconds_field(_SERVER.shutdown_grace),
             "metrics_need_token": boolean_field(_SERVER.metrics_need_token),
         }
