@@ -17,12 +17,12 @@ from typing import Any
 
 from gateway.audit.log import AuditLog
 from gateway.errors import GatewayError, InvalidRequestError, UpstreamError
-from gateway.extract import ExtractError, extract
+from gateway.extract import Document, ExtractError, extract
 from gateway.fetch.client import Fetcher, FetchOptions, FetchTrace
 from gateway.policy.engine import Decision, decide_url
 from gateway.provenance.dsse import Signer
 from gateway.provenance.envelope import attach_dsse
-from gateway.provenance.markers import new_nonce, sanitize, wrap
+from gateway.provenance.markers import Sanitized, new_nonce, sanitize, wrap
 from gateway.search.ids import IdStore
 from gateway.tools.context import CallContext
 from gateway.tools.envelope import (
@@ -70,6 +70,20 @@ class Page:
     ip: str | None
     port: int
     domain: str
+    cached: bool = False
+
+
+Prepared = tuple[Document, Sanitized, str | None, tuple[tuple[int, str], ...]]
+
+
+def prepare(body: bytes, content_type: str, mode: str) -> Prepared:
+    """The extracted document, its sanitised text, title and headings."""
+    document = extract(body, content_type, mode, deadline_s=EXTRACT_DEADLINE)
+    title = sanitize(document.title).text if document.title else None
+    headings = tuple(
+        (level, sanitize(text).text) for level, text in document.headings[:MAX_HEADINGS]
+    )
+    return document, sanitize(document.text), title, headings
 
 
 class FetchCache:
@@ -146,19 +160,16 @@ class WebFetchTool:
         cached = self._cache.get(key)
         if cached is not None:
             self._audit.append(self._success_record(action, ctx, cached, cached=True))
-            return replace(cached, requested_url=url), requested_id
+            return replace(cached, requested_url=url, cached=True), requested_id
         trace = FetchTrace(requested=target, current=target)
         try:
             result = await self._fetcher.fetch_traced(policy, trace, FetchOptions())
-            document = await self._extract(result.body, result.content_type or "", mode)
+            prepared = await self._prepare(result.body, result.content_type or "", mode)
         except GatewayError as error:
             self._audit.append(self._failure_record(action, ctx, url, trace, error, decision))
             raise
         final_decision = trace.redirects[-1].decision if trace.redirects else decision
-        clean_text = sanitize(document.text)
-        headings = tuple(
-            (level, sanitize(text).text) for level, text in document.headings[:MAX_HEADINGS]
-        )
+        document, clean_text, title, headings = prepared
         page = Page(
             requested_url=url,
             final_url=display_url(result.target.url),
@@ -171,7 +182,7 @@ class WebFetchTool:
             body_bytes=len(result.body),
             body_sha256=result.body_sha256,
             extract_mode=document.mode,
-            title=sanitize(document.title).text if document.title else None,
+            title=title,
             headings=headings,
             text=clean_text.text,
             marker_lookalikes=clean_text.marker_lookalikes,
@@ -192,7 +203,6 @@ class WebFetchTool:
         args: Mapping[str, Any],
         *,
         requested_id: str | None = None,
-        cached: bool = False,
     ) -> dict[str, Any]:
         """Page the text, wrap it with a fresh nonce, build and sign the envelope."""
         limits = ctx.policy.limits
@@ -231,7 +241,7 @@ class WebFetchTool:
                 "marker_lookalikes": page.marker_lookalikes,
                 "invisible_chars": page.invisible_chars,
             },
-            "cached": cached,
+            "cached": page.cached,
         }
         if requested_id is not None:
             envelope["requested_id"] = requested_id
@@ -255,13 +265,11 @@ class WebFetchTool:
             )
         return url
 
-    async def _extract(self, body: bytes, content_type: str, mode: str) -> Any:
+    async def _prepare(self, body: bytes, content_type: str, mode: str) -> Prepared:
+        """Extraction and sanitising, both CPU-bound on large or hostile pages, off the loop."""
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(
-                self._executor,
-                lambda: extract(body, content_type, mode, deadline_s=EXTRACT_DEADLINE),
-            )
+            return await loop.run_in_executor(self._executor, prepare, body, content_type, mode)
         except ExtractError as exc:
             raise UpstreamError(f"the page could not be extracted: {exc}") from exc
 

@@ -348,3 +348,25 @@ async def test_health_ready_status(client, services) -> None:
     status = await (await client.get("/v1/status")).json()
     assert status["policy"]["name"] == "loopback-test"
     assert status["client"] is None and status["version"]
+
+
+async def test_fetch_cache_answers_repeat_calls(upstream, write_policy, make_config, aiohttp_client) -> None:
+    from gateway.config import FetchConfig
+    from gateway.runtime import Services
+    from gateway.server.app import make_app
+    from tests.conftest import loopback_policy
+
+    services = Services(make_config(write_policy(loopback_policy(upstream.port)), fetch=FetchConfig(cache_ttl=60)))
+    services.open()
+    try:
+        client = await aiohttp_client(make_app(services))
+        _, first = await post_fetch(client, url=page_url(upstream, "/page"))
+        _, second = await post_fetch(client, url=page_url(upstream, "/page"))
+        assert (first["envelope"]["cached"], second["envelope"]["cached"]) == (False, True)
+        for key in ("fetched_at", "body_sha256", "content_sha256"):
+            assert first["envelope"][key] == second["envelope"][key]
+        assert first["envelope"]["marker"] != second["envelope"]["marker"]
+        records = [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
+        assert len(records) == 2 and records[1]["cached"] is True
+    finally:
+        await services.close()
