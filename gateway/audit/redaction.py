@@ -5,6 +5,7 @@ the input, the output is printable ASCII with every other character percent-enco
 
 from __future__ import annotations
 
+import functools
 import re
 from urllib.parse import quote, unquote
 
@@ -61,6 +62,18 @@ _QUERY_SEPARATORS = re.compile(r"([&;])")
 
 def redact_url(url: str) -> str:
     """The URL as the audit log may show it; see the module docstring."""
+    if isinstance(url, str):
+        return _cached_redact_url(url)
+    return _redact_url(url)
+
+
+# A record's original and final URL, and an agent's repeated fetches, are often one string.
+@functools.lru_cache(maxsize=1024)
+def _cached_redact_url(url: str) -> str:
+    return _redact_url(url)
+
+
+def _redact_url(url: str) -> str:
     try:
         return _redact(url)
     except Exception:
@@ -73,7 +86,9 @@ def redact_url(url: str) -> str:
 
 
 def is_sensitive_param(name: str) -> bool:
-    folded = unquote(name, errors="replace").strip().casefold().replace("-", "_")
+    if "%" in name:
+        name = unquote(name, errors="replace")
+    folded = name.strip().casefold().replace("-", "_")
     if folded in SENSITIVE_PARAMS or folded.endswith(SENSITIVE_SUFFIXES):
         return True
     return folded.startswith(_CLOUD_PREFIXES) and any(w in folded for w in _CLOUD_SECRET_WORDS)
@@ -103,19 +118,31 @@ def _redact(url: str) -> str:
         authority = rest[:end].rsplit("@", 1)[-1]
         text = rest[end:]
     path, has_query, query = text.partition("?")
+    # Most URLs hold no credential shape at all: then each part is re-quoted whole, and only
+    # the query's parameter names need a look.
+    shaped = _CREDENTIAL_SHAPES.search(text) is not None or (
+        "%" in text and _CREDENTIAL_SHAPES.search(unquote(text, errors="replace")) is not None
+    )
     out = [scheme]
     if authority is not None:
         out.append("//" + _requote_raw(redact_text(authority)))
-    out.append("/".join(_redact_component(segment, "") for segment in path.split("/")))
+    if shaped:
+        out.append("/".join(_redact_component(segment, "") for segment in path.split("/")))
+    else:
+        out.append(_requote_raw(path))
     if has_query:
-        out.append("?" + _redact_query(query))
+        out.append("?" + _redact_query(query, shaped))
     return "".join(out)
 
 
-def _redact_query(query: str) -> str:
+def _redact_query(query: str, shaped: bool) -> str:
     parts = _QUERY_SEPARATORS.split(query)
     for index in range(0, len(parts), 2):
         name, has_value, value = parts[index].partition("=")
+        if not shaped:
+            if has_value and is_sensitive_param(name):
+                parts[index] = f"{name}={REDACTED}"
+            continue
         safe_name = _redact_component(name, "")
         if has_value and is_sensitive_param(name):
             parts[index] = f"{safe_name}={REDACTED}"
@@ -123,7 +150,8 @@ def _redact_query(query: str) -> str:
             parts[index] = f"{safe_name}={_redact_component(value, '=')}"
         else:
             parts[index] = safe_name
-    return "".join(parts)
+    joined = "".join(parts)
+    return joined if shaped else _requote_raw(joined)
 
 
 def _redact_component(raw: str, extra_safe: str) -> str:
