@@ -3,7 +3,8 @@
 Scoring is the benchmark's own (evaluate.py): `\\w+` tokens, 4-token shingles compared as
 multisets, per-page tp/fp/fn normalised to sum 1, precision averaged over pages with output,
 recall over pages with truth, F1 the harmonic mean of the two averages. Speed: both extractors
-run interleaved page by page in each round; the median round is reported (MB = 10^6 bytes of
+run interleaved page by page in each round, timed in CPU seconds of this process (so that other
+load on a shared machine counts less); the median round is reported (MB = 10^6 bytes of
 decompressed HTML). The data stays outside the repository: `../shared/extbench/scrapinghub`
 from the repository root, or `--data` / `$EXTBENCH_DIR`.
 
@@ -105,7 +106,7 @@ def trafilatura_extractor() -> Extractor:
 def measure(
     extractors: dict[str, Extractor], pages: dict[str, bytes], rounds: int
 ) -> tuple[dict[str, dict[str, str]], dict[str, float]]:
-    """Outputs of the first round, and the median total seconds per extractor."""
+    """Outputs of the first round, and the median total CPU seconds per extractor."""
     outputs: dict[str, dict[str, str]] = {name: {} for name in extractors}
     totals: dict[str, list[float]] = {name: [] for name in extractors}
     for run in extractors.values():  # warm-up: imports, regex compilation
@@ -114,9 +115,9 @@ def measure(
         elapsed = dict.fromkeys(extractors, 0.0)
         for key, html in pages.items():
             for name, run in extractors.items():
-                start = time.perf_counter()
+                start = time.process_time()
                 text = run(html)
-                elapsed[name] += time.perf_counter() - start
+                elapsed[name] += time.process_time() - start
                 if round_number == 0:
                     outputs[name][key] = text
         for name, seconds in elapsed.items():

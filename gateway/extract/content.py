@@ -143,18 +143,26 @@ def strip_boilerplate(
     small_widgets: list[etree._Element] = []
     for count, el in enumerate(body.iter(etree.Element)):
         _check_every(deadline, count)
+        # most elements have no attributes; asking for their names once is cheaper than
+        # looking up each attribute
+        keys = el.keys()
+        if not keys:
+            continue
         tag = el.tag
         if tag == "body":
             continue
-        if _is_hidden(el):
+        if ("hidden" in keys or "aria-hidden" in keys or "style" in keys) and _is_hidden(el):
             doomed.append(el)
             continue
-        role = el.get("role")
-        if role and role.strip().lower() in _UNLIKELY_ROLES:
+        if "role" in keys and (el.get("role") or "").strip().lower() in _UNLIKELY_ROLES:
             doomed.append(el)
             continue
-        if el.get("rel") == "author" or "author" in (el.get("itemprop") or ""):
+        if ("rel" in keys or "itemprop" in keys) and (
+            el.get("rel") == "author" or "author" in (el.get("itemprop") or "")
+        ):
             doomed.append(el)
+            continue
+        if "class" not in keys and "id" not in keys:
             continue
         label = _label(el)
         if not label:
