@@ -24,7 +24,10 @@ EXIT_USAGE = 2
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "audit", help="verify, summarise and follow audit logs", description=__doc__
+        "audit",
+        help="verify, summarise and follow audit logs",
+        description="Verify an audit log's hash chain and signed checkpoints, summarise it, or "
+        "follow it. Fields from the log are printed with control and escape sequences removed.",
     )
     actions = parser.add_subparsers(dest="audit_command", metavar="ACTION")
     actions.required = True
