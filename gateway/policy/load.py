@@ -7,6 +7,7 @@ warnings come back with the policy. Pure: reads one file, never the network.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.resources
 import ipaddress
@@ -19,6 +20,7 @@ from typing import Any
 
 from yaml.nodes import MappingNode, Node, ScalarNode
 
+from gateway.policy import hosts
 from gateway.policy.addresses import looks_numeric_host
 from gateway.policy.hosts import (
     HostPattern,
@@ -334,7 +336,7 @@ def _pattern(
         w.error(node, exc.code, f"{rule_id}: {exc.message}")
         return None
     if is_allow:
-        kind = suffix_kind(pattern.domain)
+        kind = suffix_kind(pattern.domain) if _may_be_suffix(pattern.domain) else None
         if kind is SuffixKind.PUBLIC:
             w.error(
                 node,
@@ -351,6 +353,21 @@ def _pattern(
                 f"{pattern.domain} (anyone can register one); {_SUFFIX_ADVICE}",
             )
     return pattern
+
+
+@functools.cache
+def _suffix_rules() -> frozenset[str]:
+    return frozenset(hosts._suffix_extractor().tlds)  # type: ignore[attr-defined]
+
+
+def _may_be_suffix(domain: str) -> bool:
+    """A set lookup that rules out most domains before the (slower) authoritative
+    `suffix_kind`: a suffix is a listed rule or sits under a wildcard rule (`*.ck`)."""
+    if "xn--" in domain:
+        return True  # the list spells internationalised suffixes in Unicode: no shortcut
+    rules = _suffix_rules()
+    parent = domain.partition(".")[2]
+    return domain in rules or (bool(parent) and f"*.{parent}" in rules)
 
 
 def _is_address(host: str) -> bool:

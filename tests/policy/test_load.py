@@ -240,6 +240,43 @@ def test_rule_ids_are_zero_based_yaml_paths() -> None:
     )
 
 
+def test_suffix_shortcut_never_hides_a_suffix() -> None:
+    """Every rule of the bundled list (a wildcard rule with a label in front) still reaches the
+    authoritative `suffix_kind`, Unicode suffixes in their A-label form included."""
+    from gateway.policy.hosts import HostError, _suffix_extractor, normalize_name, suffix_kind
+    from gateway.policy.load import _may_be_suffix
+
+    missed = []
+    for rule in _suffix_extractor().tlds:  # type: ignore[attr-defined]
+        text = "x" + rule[1:] if rule.startswith("*.") else rule.lstrip("!")
+        try:
+            domain = normalize_name(text)
+        except HostError:
+            continue
+        if suffix_kind(domain) is not None and not _may_be_suffix(domain):
+            missed.append(domain)
+    assert missed == []
+
+
+@pytest.mark.parametrize(
+    ("pattern", "code"),
+    [
+        (".公司.cn", "pattern_too_broad"),
+        ("*.рф", "pattern_too_broad"),
+        (".xn--p1ai", "pattern_too_broad"),
+        ("*.s3.amazonaws.com", "pattern_broad"),
+        ("*.xn--p1ai.example", None),
+    ],
+)
+def test_internationalised_suffixes_are_checked(pattern: str, code: str | None) -> None:
+    text = f"domains: {{allow: ['{pattern}']}}\n"
+    try:
+        _, issues = _load(text)
+    except PolicyValidationError as exc:
+        issues = exc.issues
+    assert [i.code for i in issues] == ([code] if code else [])
+
+
 def test_patterns_are_normalised_like_hosts() -> None:
     policy, _ = _load("domains: {allow: [Docs.Python.ORG., bücher.example]}\n")
     assert [r.pattern.domain for r in policy.domain_allow] == [
