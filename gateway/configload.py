@@ -35,6 +35,7 @@ from gateway.config import (
     TLSConfig,
     XSearchConfig,
 )
+from gateway.policy.addresses import AddressKind, classify_address
 from gateway.policy.hosts import HostError, normalize_name
 from gateway.policy.urls import InvalidURLError, parse_host, parse_url
 from gateway.policy.yamlsource import (
@@ -250,8 +251,11 @@ def _file_problem(resolved: str) -> str | None:
     """Why `resolved` is not a readable regular file, or None."""
     try:
         if os.path.isfile(resolved):
-            return None
-        what = "is a directory" if os.path.isdir(resolved) else "no such file"
+            if os.access(resolved, os.R_OK):
+                return None
+            what = "not readable by this user"
+        else:
+            what = "is a directory" if os.path.isdir(resolved) else "no such file"
     except (OSError, ValueError):
         what = "cannot be checked"
     return f"{what}: {resolved}"
@@ -591,6 +595,8 @@ def _read_providers(w: Walker, node: Node, path: str) -> tuple[ProviderConfig, .
                 ids[provider_id] = where
         if kind is not None and entry.valid("kind"):
             _check_provider_kind(w, entry, where, kind)
+        if entry.valid("base_url", "allow_private"):
+            _check_url_address(w, entry, where)
         if entry.invalid:
             ok = False
             continue
@@ -629,6 +635,33 @@ def _check_provider_kind(w: Walker, entry: Section, where: str, kind: str) -> No
             entry.nodes["kind"],
             "missing_key",
             f"{where}.base_url is required for {kind}: the URL of the instance to query",
+        )
+        entry.invalid.add("base_url")
+
+
+def _check_url_address(w: Walker, entry: Section, where: str) -> None:
+    """A base_url naming an IP literal is checked now, as a request to it would be later:
+    metadata never, private only with allow_private."""
+    url_node, url = entry.nodes.get("base_url"), entry["base_url"]
+    if url is None or url_node is None:
+        return
+    ip = parse_url(url).ip
+    if ip is None:
+        return
+    kind = classify_address(ip).kind
+    if kind is AddressKind.METADATA:
+        w.error(
+            url_node,
+            "bad_url",
+            f"{where}.base_url: {ip} is a cloud metadata address, which is never reachable",
+        )
+        entry.invalid.add("base_url")
+    elif kind is AddressKind.PRIVATE and not entry["allow_private"]:
+        w.error(
+            url_node,
+            "private_address",
+            f"{where}.base_url: {ip} is a private address; set {where}.allow_private: true "
+            "if this provider really lives there",
         )
         entry.invalid.add("base_url")
 
@@ -891,6 +924,9 @@ def _check_across(w: Walker, top: Section) -> None:
                 f"{listen['workers']}; each worker writes its own chain, so put "
                 f"{INSTANCE_PLACEHOLDER} in the file name",
             )
+    x_search = top["x_search"]
+    if x_search.valid("base_url", "allow_private"):
+        _check_url_address(w, x_search, "x_search")
     if search.valid("timeout", "deadline") and search["deadline"] < search["timeout"]:
         w.error(
             _first_node(search, "deadline", "timeout"),
