@@ -8,6 +8,7 @@ One Renderer per call: it holds the output being built.
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 
@@ -18,9 +19,11 @@ from gateway.extract.content import DeadlineExceeded
 _WHITESPACE = re.compile(r"[ \t\n\r\f\v\u00a0\u2028\u2029\u200b]+")
 _BACKTICKS = re.compile(r"`+")
 _LANGUAGE = re.compile(
-    r"(?:^|\s)(?:language|lang|highlight-source|highlight|brush:|sourcecode)[-:_ ]?"
-    r"([A-Za-z0-9_+#.-]{1,30})",
-    re.I,
+    r"(?:^|\s)(?:(?:language|lang|highlight-source|highlight)-|brush:\s*|sourcecode\s+)"
+    r"([a-z0-9_+#.-]{1,30})"
+)
+_NO_LANGUAGE = frozenset(
+    {"default", "none", "text", "plain", "plaintext", "nohighlight", "notranslate"}
 )
 _FILE_NAME = re.compile(r"\.(?:jpe?g|png|gif|webp|svg|avif)\b", re.I)
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
@@ -346,20 +349,20 @@ def _preformatted_text(el: etree._Element) -> str:
 
 
 def _code_language(el: etree._Element) -> str:
+    """The language a <pre>, its <code> or their wrappers name (Prism, highlight.js, GitHub,
+    Sphinx, Pandoc, SyntaxHighlighter class conventions), or ""."""
     candidates = [el]
     code = el.find(".//code")
     if code is not None:
         candidates.append(code)
-    parent = el.getparent()
-    if parent is not None:
-        candidates.append(parent)
+    candidates.extend(itertools.islice(el.iterancestors(), 2))
     for node in candidates:
-        language = node.get("data-lang") or node.get("data-language")
-        if language and re.fullmatch(r"[A-Za-z0-9_+#.-]{1,30}", language):
-            return language.lower()
-        match = _LANGUAGE.search(node.get("class") or "")
-        if match:
-            return match.group(1).lower()
+        language = (node.get("data-lang") or node.get("data-language") or "").lower()
+        if not re.fullmatch(r"[a-z0-9_+#.-]{1,30}", language):
+            match = _LANGUAGE.search((node.get("class") or "")[:300].lower())
+            language = match.group(1) if match else ""
+        if language and language not in _NO_LANGUAGE:
+            return language
     return ""
 
 
