@@ -74,7 +74,7 @@ _METHOD_REFUSALS = {
 _TOKEN = "a-z0-9!#$%&'+.^_`|~-"  # RFC 9110 token characters, lower case
 _CONTENT_TYPE_RE = re.compile(rf"(?:\*/\*|[{_TOKEN}]+/[*{_TOKEN}]+)\Z")
 
-# A public-suffix hint once per run is enough: the same text for every such pattern.
+# The fix offered for every pattern that spans a whole suffix, public or private.
 _SUFFIX_ADVICE = "name a registrable domain under it instead"
 
 PolicyIssue = Issue
