@@ -238,24 +238,39 @@ def _score_candidates(
     body: etree._Element, attempt: Attempt, deadline: float | None
 ) -> dict[etree._Element, float]:
     scores: dict[etree._Element, float] = {}
+    # paragraphs share parents: each parent's chain of (ancestor, divider) is built once
+    chains: dict[etree._Element, list[tuple[etree._Element, int]]] = {}
     for count, (first, raw) in enumerate(_paragraphs(body)):
         _check_every(deadline, count)
         text = squash(raw)
         if len(text) < MIN_PARAGRAPH_CHARS:
             continue
-        score = 1 + len(_COMMAS.findall(text)) + min(len(text) // 100, 3)
-        ancestors = itertools.chain((first,), first.iterancestors())
-        for level, ancestor in enumerate(ancestors):
-            if level >= 5 or ancestor.tag == "html":
-                break
-            if ancestor not in scores:
-                base = _TAG_BASE.get(ancestor.tag, 0)
-                if attempt.weigh_classes:
-                    base += class_weight(ancestor)
-                scores[ancestor] = base
-            divider = 1 if level == 0 else (2 if level == 1 else level * 3)
+        commas = text.count(",") if text.isascii() else len(_COMMAS.findall(text))
+        score = 1 + commas + min(len(text) // 100, 3)
+        chain = chains.get(first)
+        if chain is None:
+            chain = chains[first] = _ancestor_chain(first, scores, attempt)
+        for ancestor, divider in chain:
             scores[ancestor] += score / divider
     return scores
+
+
+def _ancestor_chain(
+    first: etree._Element, scores: dict[etree._Element, float], attempt: Attempt
+) -> list[tuple[etree._Element, int]]:
+    """The (up to) five elements a paragraph credits, each with its divider, initialised in
+    `scores` with their tag and class bias on first sight."""
+    chain = []
+    for level, ancestor in enumerate(itertools.chain((first,), first.iterancestors())):
+        if level >= 5 or ancestor.tag == "html":
+            break
+        if ancestor not in scores:
+            base = _TAG_BASE.get(ancestor.tag, 0)
+            if attempt.weigh_classes:
+                base += class_weight(ancestor)
+            scores[ancestor] = base
+        chain.append((ancestor, 1 if level == 0 else (2 if level == 1 else level * 3)))
+    return chain
 
 
 def select_content(

@@ -106,6 +106,11 @@ class Renderer:
             return
         text = "".join(inline)
         inline.clear()
+        if "\n" not in text:  # the common case: one line
+            line = " ".join(text.split())
+            if line:
+                out.append(line)
+            return
         # pieces were squashed one by one; where they meet, spaces can still double up.
         # A blank line (<br><br>) separates paragraphs, as sites without <p> use it.
         lines: list[str] = []
