@@ -23,6 +23,7 @@ from gateway.config import ClientLimits, GatewayConfig
 from gateway.errors import UnauthorizedError
 from gateway.fetch.client import Fetcher
 from gateway.fetch.resolver import parse_static_hosts
+from gateway.metrics import Metrics, ObservedAuditLog
 from gateway.policy.load import PolicyValidationError, load_default_policy, load_policy_file
 from gateway.policy.model import Policy
 from gateway.provenance.dsse import Signer, load_public_key
@@ -127,8 +128,15 @@ class Services:
         self.draining = False
         self.signer = Signer.from_pem_file(config.signing_key) if config.signing_key else None
         self.retired_keys = tuple(load_public_key(path) for path in config.retired_keys)
-        self.audit = AuditLog(
+        self.metrics = Metrics(
+            instance_id=self.instance_id,
+            version=__version__,
+            shared_state=config.state.redis is not None,
+        )
+        self.metrics.set_clients(c.id for c in self.state.clients)
+        self.audit: AuditLog = ObservedAuditLog(
             config.audit.path,
+            metrics=self.metrics,
             instance_id=self.instance_id,
             version=__version__,
             fsync=config.audit.fsync,
@@ -211,6 +219,7 @@ class Services:
             self.audit.append(_reload_record(old, None, problems))
             return False
         self.state = new
+        self.metrics.set_clients(c.id for c in new.clients)
         if config is not None:
             self.config = config
         self.reload_status = ReloadStatus(now_iso(), True, ())

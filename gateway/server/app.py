@@ -123,12 +123,13 @@ async def read_json(request: web.Request) -> dict[str, Any]:
 
 
 def make_app(services: Services) -> web.Application:
-    from gateway.server import api  # the routes import this module's helpers
+    from gateway.server import api, metrics_api  # the routes import this module's helpers
 
     app = web.Application(
-        middlewares=[contract_shape, authenticate],
+        middlewares=[metrics_api.observe_requests, contract_shape, authenticate],
         client_max_size=services.config.server.max_body_bytes,
     )
     app[SERVICES] = services
     api.add_routes(app)
+    metrics_api.add_routes(app)
     return app
