@@ -30,6 +30,8 @@ DEFAULT_DATA = REPO.parent / "shared" / "extbench" / "scrapinghub"
 CONTENT_TYPE = "text/html; charset=utf-8"
 _TOKEN = re.compile(r"\w+", re.UNICODE | re.MULTILINE | re.IGNORECASE | re.DOTALL)
 
+_LINK_TARGET = re.compile(r"\]\((?:<[^>\n]*>|[^)\n]*)\)")
+
 Extractor = Callable[[bytes], str]
 
 
@@ -149,13 +151,22 @@ def main() -> None:
     if not args.no_trafilatura:
         extractors["trafilatura"] = trafilatura_extractor()
     outputs, seconds = measure(extractors, pages, args.rounds)
+    if "ours (markdown)" in outputs:
+        # the benchmark scores words: a link's target adds URL tokens the ground truth lacks.
+        # This row shows what the Markdown costs apart from them (same output, same timing).
+        outputs["ours (md, no link URLs)"] = {
+            key: _LINK_TARGET.sub("]", text) for key, text in outputs["ours (markdown)"].items()
+        }
+        seconds["ours (md, no link URLs)"] = seconds["ours (markdown)"]
 
     print(f"scrapinghub: {len(pages)} pages, {megabytes:.1f} MB; "
           f"median of {args.rounds} interleaved rounds")
     print(f"{'extractor':<24} {'F1':>6} {'prec':>6} {'recall':>6} {'<0.8':>5} "
           f"{'pages/s':>8} {'MB/s':>6}")
     results = {}
-    for name, predicted in outputs.items():
+    names = sorted(outputs, key=lambda name: not name.startswith("ours"))  # ours first
+    for name in names:
+        predicted = outputs[name]
         result = score(truth, predicted)
         results[name] = result
         per_page = result["pages"]
