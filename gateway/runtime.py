@@ -33,6 +33,8 @@ from gateway.tools.registry import ToolRegistry, ToolSpec
 from gateway.tools.schema import FETCH_REQUEST
 from gateway.tools.webfetch import DESCRIPTION as FETCH_DESCRIPTION
 from gateway.tools.webfetch import FetchCache, WebFetchTool, render_text
+from gateway.tools.xsearch import build_xsearch
+from gateway.tools.xsearch import tool_spec as xsearch_spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +175,8 @@ class Services:
         )
         # Sections of /v1/status that later services add (search providers, limits, …).
         self.status_providers: dict[str, Callable[[], Awaitable[Any]]] = {}
+        self.xsearch = build_xsearch(config, self.fetcher, self.audit, self.executor, self.signer)
+        self.tools.add(xsearch_spec(self.xsearch))
         # Extra listeners (the forward proxy) started after the API: each returns its binds.
         self.extra_sites: list[Callable[[Services], Awaitable[list[tuple[str, int]]]]] = []
         # Called when draining starts (stop accepting tunnels, …).
