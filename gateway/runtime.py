@@ -22,17 +22,24 @@ from gateway.audit.log import AuditLog
 from gateway.config import ClientLimits, GatewayConfig
 from gateway.errors import UnauthorizedError
 from gateway.fetch.client import Fetcher
+from gateway.fetch.provider import FetcherProviderTransport, ProviderEndpoint
 from gateway.fetch.resolver import parse_static_hosts
 from gateway.metrics import Metrics, ObservedAuditLog
 from gateway.policy.load import PolicyValidationError, load_default_policy, load_policy_file
 from gateway.policy.model import Policy
 from gateway.provenance.dsse import Signer, load_public_key
+from gateway.search import build_engine
 from gateway.search.ids import InMemoryIdStore
+from gateway.search.providers import ADAPTERS
 from gateway.tools.envelope import now_iso
 from gateway.tools.registry import ToolRegistry, ToolSpec
+from gateway.tools.research import ResearchTool
+from gateway.tools.research import tool_spec as research_spec
 from gateway.tools.schema import FETCH_REQUEST
 from gateway.tools.webfetch import DESCRIPTION as FETCH_DESCRIPTION
 from gateway.tools.webfetch import FetchCache, WebFetchTool, render_text
+from gateway.tools.websearch import WebSearchTool
+from gateway.tools.websearch import tool_spec as websearch_spec
 from gateway.tools.xsearch import build_xsearch
 from gateway.tools.xsearch import tool_spec as xsearch_spec
 
@@ -175,6 +182,27 @@ class Services:
         )
         # Sections of /v1/status that later services add (search providers, limits, …).
         self.status_providers: dict[str, Callable[[], Awaitable[Any]]] = {}
+        # Search: providers reached through the same pinned client, each only at its base_url.
+        self.search_transport = FetcherProviderTransport(
+            self.fetcher,
+            [
+                ProviderEndpoint(p.base_url or ADAPTERS[p.kind].default_base_url, p.allow_private)
+                for p in config.search.providers
+                if p.base_url or p.kind in ADAPTERS
+            ],
+            timeout=config.search.timeout,
+        )
+        self.search = build_engine(config.search, self.search_transport, time.time)
+        self.websearch = WebSearchTool(
+            engine=self.search, audit=self.audit, ids=self.ids, signer=self.signer
+        )
+        self.tools.add(websearch_spec(self.websearch))
+        self.tools.add(
+            research_spec(
+                ResearchTool(websearch=self.websearch, webfetch=self.webfetch, audit=self.audit)
+            )
+        )
+        self.status_providers["search"] = self.search.status
         self.xsearch = build_xsearch(config, self.fetcher, self.audit, self.executor, self.signer)
         self.tools.add(xsearch_spec(self.xsearch))
         # Extra listeners (the forward proxy) started after the API: each returns its binds.
