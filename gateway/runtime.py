@@ -24,6 +24,7 @@ from gateway.errors import UnauthorizedError
 from gateway.fetch.client import Fetcher
 from gateway.fetch.provider import FetcherProviderTransport, ProviderEndpoint
 from gateway.fetch.resolver import parse_static_hosts
+from gateway.limits import InMemoryLimiter, Limiter
 from gateway.metrics import Metrics, ObservedAuditLog
 from gateway.policy.load import PolicyValidationError, load_default_policy, load_policy_file
 from gateway.policy.model import Policy
@@ -209,6 +210,13 @@ class Services:
         self.extra_sites: list[Callable[[Services], Awaitable[list[tuple[str, int]]]]] = []
         # Called when draining starts (stop accepting tunnels, …).
         self.on_drain: list[Callable[[], Awaitable[None]]] = []
+        # Called with (old, new) after a reload swapped the state (the proxy closes tunnels
+        # of removed clients or now-denied destinations).
+        self.on_reload: list[Callable[[PolicyState, PolicyState], None]] = []
+        # Called first when the services close (the proxy ends what is still open).
+        self.on_close: list[Callable[[], Awaitable[None]]] = []
+        # Per-client request and concurrency limits; a shared store may replace it.
+        self.limiter: Limiter = InMemoryLimiter()
         # Checks /readyz runs; each returns a problem or None.
         self.readiness_checks: list[Callable[[], str | None]] = [self._audit_problem]
 
@@ -225,6 +233,8 @@ class Services:
         self.audit.open()
 
     async def close(self) -> None:
+        for closer in self.on_close:
+            await closer()
         await self.fetcher.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.audit.close()
@@ -256,6 +266,8 @@ class Services:
             self.config = config
         self.reload_status = ReloadStatus(now_iso(), True, ())
         self.audit.append(_reload_record(old, new, ()))
+        for hook in self.on_reload:
+            hook(old, new)
         return True
 
 

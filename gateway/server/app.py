@@ -20,10 +20,12 @@ from gateway.errors import (
     InvalidRequestError,
     NotFoundError,
     RequestTooLargeError,
+    UnauthorizedError,
     UnavailableError,
     WrongMethodError,
 )
 from gateway.runtime import ClientIdentity, Services
+from gateway.server.proxy_records import auth_failure_record
 
 SERVICES = web.AppKey("services", Services)
 REQUEST_ID = web.RequestKey("request_id", str)
@@ -98,10 +100,35 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     metrics_public = path == "/metrics" and not services.config.server.metrics_need_token
     if path in PUBLIC_PATHS or metrics_public:
         return await handler(request)
-    client = services.state.authenticate(request.headers.get("Authorization"))
-    if client is not None:
-        request[CLIENT] = client
-    return await handler(request)
+    try:
+        client = services.state.authenticate(request.headers.get("Authorization"))
+    except UnauthorizedError as error:
+        services.audit.append(
+            auth_failure_record(
+                transport="mcp" if path == "/mcp" else "api",
+                message=error.message,
+                client_hint=None,
+                source=_peer(request),
+                request_id=request.get(REQUEST_ID),
+            )
+        )
+        raise
+    if client is None:
+        return await handler(request)
+    request[CLIENT] = client
+    if request.method != "POST":
+        return await handler(request)
+    # Every tool call, explain and MCP message counts against the client's limits.
+    lease = await services.limiter.acquire(client.id, client.limits)
+    try:
+        return await handler(request)
+    finally:
+        await lease.release()
+
+
+def _peer(request: web.Request) -> tuple[str, int] | None:
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    return (str(peer[0]), int(peer[1])) if peer else None
 
 
 def caller(request: web.Request) -> ClientIdentity | None:

@@ -19,8 +19,10 @@ from aiohttp import web
 
 from gateway.config import GatewayConfig
 from gateway.fetch.resolver import own_listening_addresses
+from gateway.reload import ReloadController
 from gateway.runtime import Services
 from gateway.server.app import make_app
+from gateway.server.proxy import install_forward_proxy
 
 log = logging.getLogger("gateway.serve")
 
@@ -36,6 +38,7 @@ async def serve(
 ) -> int:
     services = Services(config)
     services.open()
+    install_forward_proxy(services)
     stop = stop or asyncio.Event()
     app = make_app(services)
     runner = web.AppRunner(
@@ -60,9 +63,16 @@ async def serve(
             maybe = on_ready(services, binds)
             if maybe is not None:
                 await maybe
+        # SIGHUP and file changes reload through one controller, which also keeps the keys
+        # that need a restart and reports them in /v1/status (it replaces the plain handler).
+        reloader = ReloadController(services, reload_config)
+        reloader.install_sighup()
+        services.status_providers["reload"] = reloader.status
+        watcher = asyncio.ensure_future(reloader.watch())
         ticker = asyncio.ensure_future(_tick(services, stop))
         await stop.wait()
         ticker.cancel()
+        watcher.cancel()
         services.draining = True
         await _drain(services, runner, config.server.shutdown_grace)
     finally:

@@ -1,0 +1,1093 @@
+"""The forward proxy (CONTRACT 6): absolute-form `http://` requests and CONNECT tunnels,
+decided by the caller's policy and audited, on its own port.
+
+A raw asyncio protocol rather than aiohttp's server: every request the strict reader in
+`proxy_http` refuses still gets the gateway's headers and an audit record, an idle keep-alive
+connection costs one small object and no task, and tunnel bytes pass from one transport to
+the other without any parsing (flow control both ways). Decisions come from `policy`,
+connections from `fetch` (the pinned `Fetcher` for HTTP, `fetch.tunnel` for CONNECT); this
+module only translates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import hmac
+import ipaddress
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gateway.errors import (
+    AuditWriteError,
+    GatewayError,
+    PolicyDeniedError,
+    RateLimitedError,
+    RequestTooLargeError,
+    UnauthorizedError,
+    UnavailableError,
+)
+from gateway.fetch.client import FetchOptions, FetchTrace
+from gateway.fetch.tunnel import open_tunnel
+from gateway.limits import FREE_LEASE, InMemoryLimiter, Lease, Limiter
+from gateway.policy.engine import Decision, Reason, decide_address, decide_target, decide_url
+from gateway.policy.model import Policy
+from gateway.policy.urls import InvalidURLError, Target, parse_url
+from gateway.runtime import ClientIdentity, PolicyState, Services
+from gateway.server.proxy_http import (
+    MAX_HEAD,
+    MAX_LINE,
+    BadRequestError,
+    ChunkedDecoder,
+    RequestHead,
+    parse_request_head,
+)
+from gateway.server.proxy_records import (
+    auth_failure_record,
+    new_event_id,
+    proxy_record,
+)
+from gateway.server.proxy_tunnel import Tunnel, UpstreamSide
+
+log = logging.getLogger("gateway.proxy")
+
+REALM = 'Basic realm="gateway"'
+# Response headers that describe one hop, never forwarded (RFC 9110 7.6.1).
+RESPONSE_HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"proxy-authenticate",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+    }
+)
+REASON_PHRASES = {
+    400: "Bad Request",
+    403: "Forbidden",
+    407: "Proxy Authentication Required",
+    413: "Content Too Large",
+    429: "Too Many Requests",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+HEAD_STATE, BUSY_STATE, BODY_STATE, TUNNEL_STATE, CLOSED_STATE = range(5)
+
+
+class ClientGoneError(Exception):
+    """The client closed its connection while a response was being sent."""
+
+
+def authenticate_basic(state: PolicyState, header: str | None) -> ClientIdentity | None:
+    """The client a `Proxy-Authorization: Basic` credential names (user = client id, password
+    = token); None when no clients are configured. The token is compared in constant time
+    against every configured hash, then must belong to the named client."""
+    if not state.auth_required:
+        return None
+    if header is None:
+        raise UnauthorizedError(
+            "proxy credentials required: send Proxy-Authorization: Basic with user = client id"
+            " and password = token (curl -U id:token)"
+        )
+    scheme, _, value = header.strip().partition(" ")
+    if scheme.lower() != "basic":
+        raise UnauthorizedError("the proxy accepts only Basic credentials (client id:token)")
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise UnauthorizedError("the Basic credential is not valid base64 of id:token") from None
+    user, _, token = decoded.partition(":")
+    client = state.client_for_token(token)
+    if not hmac.compare_digest(client.id.encode("utf-8"), user.encode("utf-8", "replace")):
+        raise UnauthorizedError("unknown client id or token")
+    return client
+
+
+def claimed_user(header: str | None) -> str | None:
+    """The user name of a Basic credential, for the audit record of a failure."""
+    if not header:
+        return None
+    scheme, _, value = header.strip().partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        return base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")[0]
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    return "".join(c if c.isprintable() else " " for c in text)[:limit]
+
+
+def same_authority(host_header: str, target: Target) -> bool:
+    """Whether a Host header names the same host and port as the absolute URI."""
+    try:
+        parsed = parse_url(f"{target.scheme}://{host_header}/")
+    except InvalidURLError:
+        return False
+    return parsed.host == target.host and parsed.port == target.port and "/" not in host_header
+
+
+class ProxyConnection(asyncio.Protocol):
+    """One client connection: reads request heads, hands each to the proxy, then either
+    waits for the next (keep-alive, no task while idle) or becomes a tunnel's client side."""
+
+    __slots__ = (
+        "proxy",
+        "transport",
+        "peer",
+        "buffer",
+        "scanned",
+        "state",
+        "timer",
+        "task",
+        "waiter",
+        "write_paused",
+        "drain_waiter",
+        "tunnel",
+        "auth",
+        "last_destination",
+    )
+
+    def __init__(self, proxy: ForwardProxy) -> None:
+        self.proxy = proxy
+        self.transport: asyncio.Transport | None = None
+        self.peer: tuple[str, int] | None = None
+        self.buffer: bytearray | None = None
+        self.scanned = 0
+        self.state = HEAD_STATE
+        self.timer: asyncio.TimerHandle | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.write_paused = False
+        self.drain_waiter: asyncio.Future[None] | None = None
+        self.tunnel: Tunnel | None = None
+        self.auth: tuple[PolicyState, str | None, ClientIdentity | None] | None = None
+        self.last_destination: tuple[Policy, Target, str | None] | None = None
+
+    # --- transport events ---------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = (str(peer[0]), int(peer[1])) if peer else None
+        if not self.proxy.admit(self):
+            return
+        self._arm(self.proxy.header_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        if self.state == TUNNEL_STATE:
+            assert self.tunnel is not None
+            self.tunnel.from_client(data)
+            return
+        if self.buffer is None:
+            self.buffer = bytearray(data)
+        else:
+            self.buffer += data
+        if self.state == HEAD_STATE:
+            self._read_head()
+        elif self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def eof_received(self) -> bool | None:
+        if self.state == TUNNEL_STATE and self.tunnel is not None:
+            return self.tunnel.client_eof()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        previous, self.state = self.state, CLOSED_STATE
+        self._disarm()
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ClientGoneError())
+        if self.drain_waiter is not None and not self.drain_waiter.done():
+            self.drain_waiter.set_exception(ClientGoneError())
+        if previous == TUNNEL_STATE and self.tunnel is not None:
+            self.tunnel.client_lost(exc)
+        elif self.task is not None and not self.task.done():
+            self.task.cancel()  # stop the upstream request of a client that left
+        self.proxy.forget(self)
+
+    def pause_writing(self) -> None:
+        if self.tunnel is not None:
+            self.tunnel.client_paused()
+        self.write_paused = True
+
+    def resume_writing(self) -> None:
+        if self.tunnel is not None:
+            self.tunnel.client_resumed()
+        self.write_paused = False
+        if self.drain_waiter is not None and not self.drain_waiter.done():
+            self.drain_waiter.set_result(None)
+
+    # --- reading ------------------------------------------------------------------------
+
+    def _read_head(self) -> None:
+        buf = self.buffer
+        assert buf is not None and self.transport is not None
+        while buf[:2] == b"\r\n":  # RFC 9112 2.2: ignore blank lines before a request
+            del buf[:2]
+        if not buf:
+            self.buffer, self.scanned = None, 0
+            return
+        end = buf.find(b"\r\n\r\n", max(0, self.scanned - 3))
+        if end < 0:
+            self.scanned = len(buf)
+            if len(buf) > MAX_HEAD or (len(buf) > MAX_LINE and b"\r\n" not in buf):
+                self.proxy.refuse_unparsed(self, "the request head is too long", bytes(buf[:200]))
+            return
+        self._disarm()
+        raw = bytes(buf[:end])
+        del buf[: end + 4]
+        self.scanned = 0
+        self.state = BUSY_STATE
+        self.transport.pause_reading()
+        try:
+            head = parse_request_head(raw)
+        except BadRequestError as exc:
+            self.proxy.refuse_unparsed(self, str(exc), raw[:200])
+            return
+        self.task = asyncio.get_running_loop().create_task(self._serve(head))
+
+    async def _serve(self, head: RequestHead) -> None:
+        keep_alive = False
+        try:
+            keep_alive = await self.proxy.handle(self, head)
+        except (ClientGoneError, ConnectionError, asyncio.CancelledError):
+            keep_alive = False
+        except Exception:
+            log.exception("proxy request failed")
+            keep_alive = False
+        finally:
+            self.task = None
+        if self.state in (TUNNEL_STATE, CLOSED_STATE) or self.transport is None:
+            return
+        if not keep_alive or self.proxy.draining:
+            self.transport.close()
+            return
+        self.state = HEAD_STATE
+        self._arm(self.proxy.keepalive_timeout)
+        self.transport.resume_reading()
+        if self.buffer:
+            self._read_head()
+
+    async def read_body(self, head: RequestHead, limit: int) -> bytes:
+        """The request body (Content-Length or chunked), at most `limit` bytes."""
+        assert self.transport is not None
+        if head.content_length is not None and head.content_length > limit:
+            raise RequestTooLargeError(f"the request body is over {limit} bytes")
+        body = bytearray()
+        decoder = ChunkedDecoder() if head.chunked else None
+        self.state = BODY_STATE
+        self.transport.resume_reading()
+        try:
+            while True:
+                buf = self.buffer or bytearray()
+                if decoder is not None:
+                    body += decoder.feed(buf)
+                    if decoder.done:
+                        break
+                else:
+                    need = (head.content_length or 0) - len(body)
+                    body += buf[:need]
+                    del buf[:need]
+                    if len(body) == head.content_length:
+                        break
+                if len(body) > limit:
+                    raise RequestTooLargeError(f"the request body is over {limit} bytes")
+                self.waiter = asyncio.get_running_loop().create_future()
+                try:
+                    async with asyncio.timeout(self.proxy.header_timeout):
+                        await self.waiter
+                except TimeoutError:
+                    raise BadRequestError(
+                        "the request body stopped arriving (server.header_timeout)"
+                    ) from None
+                finally:
+                    self.waiter = None
+        finally:
+            if self.state == BODY_STATE:
+                self.state = BUSY_STATE
+                self.transport.pause_reading()
+        if len(body) > limit:
+            raise RequestTooLargeError(f"the request body is over {limit} bytes")
+        return bytes(body)
+
+    # --- writing ------------------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        if self.transport is None or self.transport.is_closing():
+            raise ClientGoneError()
+        self.transport.write(data)
+
+    async def drain(self) -> None:
+        if not self.write_paused:
+            return
+        if self.transport is None or self.transport.is_closing():
+            raise ClientGoneError()
+        self.drain_waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self.drain_waiter
+        finally:
+            self.drain_waiter = None
+
+    def start_tunnel(self, tunnel: Tunnel) -> None:
+        assert self.transport is not None
+        self.tunnel = tunnel
+        self.state = TUNNEL_STATE
+        leftover, self.buffer = self.buffer, None
+        tunnel.start(bytes(leftover) if leftover else b"")
+        if self.state == TUNNEL_STATE:
+            self.transport.resume_reading()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    # --- timers -------------------------------------------------------------------------
+
+    def _arm(self, delay: float) -> None:
+        self._disarm()
+        self.timer = asyncio.get_running_loop().call_later(delay, self._timed_out)
+
+    def _disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _timed_out(self) -> None:
+        self.timer = None
+        if self.state == HEAD_STATE and self.transport is not None:
+            self.transport.close()  # idle keep-alive, or a head that never finished
+
+    @property
+    def idle(self) -> bool:
+        return self.state == HEAD_STATE and not self.buffer
+
+
+class ForwardProxy:
+    """The proxy listener and its connections; one per gateway process."""
+
+    def __init__(self, services: Services, *, limiter: Limiter | None = None) -> None:
+        self.services = services
+        config = services.config
+        self.header_timeout = config.server.header_timeout
+        self.keepalive_timeout = config.server.keepalive_timeout
+        self.max_per_ip = config.server.max_connections_per_ip
+        self.max_body = config.server.max_body_bytes
+        self.proxy_config = config.proxy
+        self.limiter: Limiter = limiter or getattr(services, "limiter", None) or InMemoryLimiter()
+        self.connections: set[ProxyConnection] = set()
+        self.tunnels: set[Tunnel] = set()
+        self.per_ip: dict[str, int] = {}
+        self.servers: list[asyncio.Server] = []
+        self.draining = False
+        self._background: set[asyncio.Task[Any]] = set()
+        self._idle_close: asyncio.Task[None] | None = None
+
+    async def start(self, host: str, port: int) -> list[tuple[str, int]]:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(
+            lambda: ProxyConnection(self),
+            host or None,
+            port,
+            reuse_address=True,
+            reuse_port=self.services.config.listen.workers > 1 or None,
+            backlog=1024,
+        )
+        self.servers.append(server)
+        binds = []
+        for sock in server.sockets:
+            name = sock.getsockname()
+            binds.append((str(name[0]), int(name[1])))
+        log.info("forward proxy listening", extra={"binds": binds})
+        return binds
+
+    # --- connection bookkeeping ---------------------------------------------------------
+
+    def admit(self, conn: ProxyConnection) -> bool:
+        ip = conn.peer[0] if conn.peer else ""
+        count = self.per_ip.get(ip, 0)
+        if self.draining or count >= self.max_per_ip:
+            assert conn.transport is not None
+            conn.transport.write(
+                _plain_response(
+                    503,
+                    "unavailable",
+                    None,
+                    "the gateway is shutting down"
+                    if self.draining
+                    else "too many connections from this address (server.max_connections_per_ip)",
+                    keep_alive=False,
+                    request_id=new_event_id(),
+                )
+            )
+            conn.state = CLOSED_STATE
+            conn.transport.close()
+            return False
+        self.per_ip[ip] = count + 1
+        self.connections.add(conn)
+        return True
+
+    def forget(self, conn: ProxyConnection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            ip = conn.peer[0] if conn.peer else ""
+            left = self.per_ip.get(ip, 1) - 1
+            if left > 0:
+                self.per_ip[ip] = left
+            else:
+                self.per_ip.pop(ip, None)
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # --- audit --------------------------------------------------------------------------
+
+    def audit(self, record: dict[str, Any]) -> None:
+        self.services.audit.append(record)
+
+    def refuse_unparsed(self, conn: ProxyConnection, message: str, start: bytes) -> None:
+        """A request the reader refused: audited, answered 400 bad_request, closed."""
+        event_id = new_event_id()
+        line = start.split(b"\r\n", 1)[0].decode("latin-1")
+        method = line.split(" ", 1)[0][:32] if line else None
+        record = proxy_record(
+            "proxy_http",
+            event_id=event_id,
+            duration_ms=0,
+            client_id=None,
+            policy=None,
+            decision=None,
+            error=GatewayError(message, reason="bad_request"),
+            source=conn.peer,
+            method=method,
+            status=400,
+            request_id=event_id,
+        )
+        record["error"]["code"] = "bad_request"
+        status, reason = 400, "bad_request"
+        try:
+            self.audit(record)
+        except AuditWriteError:
+            status, reason = 503, "unavailable"
+        conn.state = CLOSED_STATE
+        conn._disarm()
+        if conn.transport is not None:
+            conn.transport.write(
+                _plain_response(
+                    status, reason, None, message, keep_alive=False, request_id=event_id
+                )
+            )
+            conn.transport.close()
+
+    # --- requests -----------------------------------------------------------------------
+
+    async def handle(self, conn: ProxyConnection, head: RequestHead) -> bool:
+        """Serve one request; True when the connection may carry another."""
+        exchange = Exchange(self, conn, head)
+        try:
+            header = head.get("proxy-authorization")
+            exchange.client = self._authenticate(conn, header)
+        except BadRequestError as exc:
+            return exchange.fail(400, "bad_request", str(exc), keep_alive=False)
+        except UnauthorizedError as exc:
+            return exchange.unauthorized(exc, header)
+        exchange.policy = (
+            exchange.client.policy if exchange.client else self.services.state.default_policy
+        )
+        if self.draining or self.services.draining:
+            return exchange.fail(503, "unavailable", "the gateway is shutting down", False)
+        if head.method == "CONNECT":
+            return await exchange.connect()
+        return await exchange.forward()
+
+    def _authenticate(self, conn: ProxyConnection, header: str | None) -> ClientIdentity | None:
+        state = self.services.state
+        cached = conn.auth
+        if cached is not None and cached[0] is state and cached[1] == header:
+            return cached[2]
+        client = authenticate_basic(state, header)
+        conn.auth = (state, header, client)
+        return client
+
+    async def acquire(self, client: ClientIdentity | None) -> Lease:
+        if client is None:
+            return FREE_LEASE
+        return await self.limiter.acquire(client.id, client.limits)
+
+    # --- reload, drain, close -----------------------------------------------------------
+
+    def revalidate(self, old: PolicyState, new: PolicyState) -> None:
+        """After a reload: close tunnels and idle keep-alive connections whose client was
+        removed (or changed token) or whose destination the new policy denies. Requests in
+        flight finish under the policy they started with."""
+        for tunnel in list(self.tunnels):
+            why = self._still_allowed(new, tunnel.client, tunnel.target, str(tunnel.ip))
+            if why is not None:
+                tunnel.close(why)
+        for conn in list(self.connections):
+            if not conn.idle or conn.auth is None:
+                continue
+            client = conn.auth[2]
+            destination = conn.last_destination
+            target, ip = (destination[1], destination[2]) if destination else (None, None)
+            why = self._still_allowed(new, client, target, ip)
+            if why is not None:
+                conn.close()
+
+    def _still_allowed(
+        self,
+        state: PolicyState,
+        client: ClientIdentity | None,
+        target: Target | None,
+        ip: str | None,
+    ) -> str | None:
+        """None when a connection may stay open under `state`, else why it must close."""
+        if client is None:
+            if state.auth_required:
+                return "client_removed"
+            policy = state.default_policy
+        else:
+            current = next(
+                (
+                    c
+                    for c in state.clients
+                    if c.id == client.id
+                    and hmac.compare_digest(c.token_sha256, client.token_sha256)
+                ),
+                None,
+            )
+            if current is None:
+                return "client_removed"
+            policy = current.policy
+        if target is None:
+            return None
+        decision = decide_target(policy, target, tool=None)
+        if decision.allowed and ip is not None:
+            decision = decide_address(
+                policy,
+                ipaddress.ip_address(ip),
+                target.port,
+                own_addresses=self.services.fetcher.own_addresses,
+            )
+        return None if decision.allowed else "policy_reload"
+
+    async def drain(self) -> None:
+        """Stop accepting, close idle keep-alive connections; requests and tunnels in flight
+        go on until `close` (after `server.shutdown_grace`)."""
+        self.draining = True
+        for server in self.servers:
+            server.close()
+        for conn in list(self.connections):
+            if conn.idle:
+                conn.close()
+
+    async def close(self, grace: float | None = None) -> None:
+        """Wait up to `grace` for requests and tunnels in flight, then end them all."""
+        await self.drain()
+        deadline = time.monotonic() + (
+            grace if grace is not None else self.services.config.server.shutdown_grace
+        )
+        while (self.tunnels or self._busy()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        for tunnel in list(self.tunnels):
+            tunnel.close("shutdown")
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.abort()
+        for server in self.servers:
+            with contextlib.suppress(Exception):
+                await server.wait_closed()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
+    def _busy(self) -> bool:
+        return any(c.state in (BUSY_STATE, BODY_STATE) for c in self.connections)
+
+    async def status(self) -> dict[str, Any]:
+        return {
+            "connections": len(self.connections),
+            "tunnels": len(self.tunnels),
+            "draining": self.draining,
+        }
+
+
+class Exchange:
+    """One request on the proxy port, from its head to its audit record and answer."""
+
+    __slots__ = (
+        "proxy",
+        "conn",
+        "head",
+        "client",
+        "policy",
+        "event_id",
+        "started",
+    )
+
+    def __init__(self, proxy: ForwardProxy, conn: ProxyConnection, head: RequestHead) -> None:
+        self.proxy = proxy
+        self.conn = conn
+        self.head = head
+        self.client: ClientIdentity | None = None
+        self.policy: Policy | None = None
+        self.event_id = new_event_id()
+        self.started = time.monotonic()
+
+    @property
+    def client_id(self) -> str | None:
+        return self.client.id if self.client else None
+
+    @property
+    def action(self) -> str:
+        return "proxy_connect" if self.head.method == "CONNECT" else "proxy_http"
+
+    def record(self, **fields: Any) -> dict[str, Any]:
+        return proxy_record(
+            self.action,
+            event_id=self.event_id,
+            duration_ms=int((time.monotonic() - self.started) * 1000),
+            client_id=self.client_id,
+            policy=self.policy,
+            source=self.conn.peer,
+            url=self.head.target,
+            method=self.head.method,
+            request_id=self.event_id,
+            **fields,
+        )
+
+    def reply(
+        self,
+        status: int,
+        reason: str,
+        rule: str | None,
+        message: str,
+        keep_alive: bool,
+        extra: tuple[tuple[str, str], ...] = (),
+    ) -> bool:
+        keep_alive = keep_alive and self.head.keep_alive and not self.head.has_body
+        self.conn.write(
+            _plain_response(
+                status,
+                reason,
+                rule,
+                message,
+                keep_alive=keep_alive,
+                request_id=self.event_id,
+                version=self.head.version,
+                extra=extra,
+            )
+        )
+        return keep_alive
+
+    def audited_reply(
+        self,
+        record: dict[str, Any],
+        status: int,
+        reason: str,
+        rule: str | None,
+        message: str,
+        keep_alive: bool,
+        extra: tuple[tuple[str, str], ...] = (),
+    ) -> bool:
+        """Write the record first; if the log cannot take it, the answer is 503 instead."""
+        try:
+            self.proxy.audit(record)
+        except AuditWriteError as exc:
+            return self.reply(503, "unavailable", None, exc.message, False)
+        return self.reply(status, reason, rule, message, keep_alive, extra)
+
+    def fail(self, status: int, reason: str, message: str, keep_alive: bool) -> bool:
+        error = GatewayError(message, reason=reason)
+        record = self.record(decision=None, error=error, status=status)
+        record["error"]["code"] = reason
+        return self.audited_reply(record, status, reason, None, message, keep_alive)
+
+    def gateway_error(self, error: GatewayError, keep_alive: bool = True) -> bool:
+        record = self.record(decision=None, error=error, status=error.http_status)
+        extra: tuple[tuple[str, str], ...] = ()
+        if error.retry_after is not None:
+            extra = (("Retry-After", str(max(1, int(error.retry_after + 0.999)))),)
+        return self.audited_reply(
+            record, error.http_status, error.code, None, error.message, keep_alive, extra
+        )
+
+    def deny(self, decision: Decision, target: Target | None = None) -> bool:
+        invalid = decision.reason is Reason.INVALID_URL
+        record = self.record(
+            decision=decision,
+            denied=True,
+            status=400 if invalid else 403,
+            destination=_destination(target, None),
+        )
+        return self.audited_reply(
+            record,
+            400 if invalid else 403,
+            str(decision.reason),
+            decision.rule,
+            "refused by the gateway: " + decision.describe(),
+            True,
+        )
+
+    def unauthorized(self, error: UnauthorizedError, header: str | None) -> bool:
+        record = auth_failure_record(
+            transport="proxy",
+            message=error.message,
+            client_hint=claimed_user(header),
+            source=self.conn.peer,
+            request_id=self.event_id,
+        )
+        return self.audited_reply(
+            record,
+            407,
+            "unauthorized",
+            None,
+            error.message,
+            True,
+            (("Proxy-Authenticate", REALM),),
+        )
+
+    # --- absolute-form http:// ----------------------------------------------------------
+
+    async def forward(self) -> bool:
+        head, policy = self.head, self.policy
+        assert policy is not None
+        if not head.target.lower().startswith(("http://", "https://")):
+            if head.target.startswith("/"):
+                message = (
+                    "this port is a forward proxy: send absolute-form requests"
+                    " (GET http://host/path), e.g. curl -x"
+                )
+            else:
+                message = "the request target is not an absolute http:// URL"
+            return self.fail(400, "bad_request", message, True)
+        decision, target = decide_url(policy, head.target, tool=None, method=head.method)
+        if target is None or not decision.allowed:
+            return self.deny(decision, target)
+        try:
+            host = head.get("host")
+        except BadRequestError as exc:
+            return self.fail(400, "bad_request", str(exc), False)
+        if host is not None and not same_authority(host, target):
+            return self.fail(
+                400,
+                "bad_request",
+                f"the Host header ({one_line(host, 100)}) disagrees with the request target",
+                False,
+            )
+        try:
+            lease = await self.proxy.acquire(self.client)
+        except (RateLimitedError, UnavailableError) as exc:
+            return self.gateway_error(exc)
+        try:
+            return await self._forward(policy, decision, target)
+        finally:
+            await lease.release()
+
+    async def _forward(self, policy: Policy, decision: Decision, target: Target) -> bool:
+        head, conn = self.head, self.conn
+        body = None
+        if head.has_body:
+            if "100-continue" in (head.get("expect") or "").lower():
+                conn.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            try:
+                body = await conn.read_body(head, self.proxy.max_body)
+            except BadRequestError as exc:
+                return self.fail(400, "bad_request", str(exc), False)
+            except RequestTooLargeError as exc:
+                return self.fail(413, "request_too_large", exc.message, False)
+        headers: dict[str, str] = {}
+        for name, value in head.forwarded_headers():
+            if name in headers:
+                headers[name] += ("; " if name.lower() == "cookie" else ", ") + value
+            else:
+                headers[name] = value
+        if not any(n.lower() == "accept-encoding" for n in headers):
+            headers["Accept-Encoding"] = "identity"  # the gateway must not add a coding
+        options = FetchOptions(
+            method=head.method,
+            tool=None,
+            headers=headers,
+            body=body,
+            follow_redirects=False,
+            check_content_type=False,
+            read_timeout=self.proxy.proxy_config.tunnel_idle_timeout,
+        )
+        trace = FetchTrace(requested=target, current=target)
+        sent_head = False
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                response = await stack.enter_async_context(
+                    self.proxy.services.fetcher.open(policy, trace, options)
+                )
+                conn.last_destination = (policy, target, trace.ip)
+                out, keep_alive, chunked, length = _response_head(
+                    response.status, response.reason, response.raw_headers, head
+                )
+                record = self.record(
+                    decision=decision,
+                    status=response.status,
+                    response_bytes=length,
+                    destination=_destination(target, trace.ip),
+                )
+                try:
+                    self.proxy.audit(record)
+                except AuditWriteError as exc:
+                    return self.reply(503, "unavailable", None, exc.message, False)
+                conn.write(out)
+                sent_head = True
+                if _has_body(head.method, response.status):
+                    await self._stream(response, chunked, length)
+                return keep_alive
+        except PolicyDeniedError as exc:
+            if sent_head:
+                raise
+            return self.deny(exc.decision, target)
+        except GatewayError as exc:
+            if sent_head:
+                conn.transport.abort() if conn.transport else None
+                return False
+            return self.gateway_error(exc, keep_alive=True)
+
+    async def _stream(self, response: Any, chunked: bool, length: int | None) -> None:
+        conn = self.conn
+        max_duration = self.proxy.proxy_config.tunnel_max_duration
+        sent = 0
+        async with asyncio.timeout(max_duration):
+            async for chunk in response.content.iter_any():
+                if chunked:
+                    conn.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+                else:
+                    conn.write(chunk)
+                sent += len(chunk)
+                if conn.write_paused:
+                    await conn.drain()
+        if chunked:
+            conn.write(b"0\r\n\r\n")
+        elif length is not None and sent != length and conn.transport is not None:
+            conn.transport.abort()
+
+    # --- CONNECT ------------------------------------------------------------------------
+
+    async def connect(self) -> bool:
+        policy = self.policy
+        assert policy is not None
+        target = _connect_target(self.head.target)
+        if target is None:
+            return self.fail(
+                400, "bad_request", "CONNECT needs host:port (e.g. CONNECT example.com:443)", False
+            )
+        config = self.proxy.proxy_config
+        if target.port not in config.connect_ports:
+            decision = Decision(
+                False,
+                Reason.PORT_NOT_ALLOWED,
+                "proxy.connect_ports",
+                policy.name,
+                policy.sha256,
+                detail=f"{target.port} (tunnels go to {', '.join(map(str, config.connect_ports))})",
+            )
+        else:
+            decision = decide_target(policy, target, tool=None)
+        if not decision.allowed:
+            self.deny(decision, target)
+            return False
+        try:
+            lease = await self.proxy.acquire(self.client)
+        except (RateLimitedError, UnavailableError) as exc:
+            self.gateway_error(exc)
+            return False
+        handed_over = False
+        try:
+            handed_over = await self._open(policy, target, decision, lease)
+        finally:
+            if not handed_over:
+                await lease.release()
+        return False
+
+    async def _open(self, policy: Policy, target: Target, decision: Decision, lease: Lease) -> bool:
+        fetcher = self.proxy.services.fetcher
+        upstream = UpstreamSide()
+        try:
+            opened = await open_tunnel(
+                policy,
+                target,
+                lambda: upstream,
+                static_hosts=fetcher.static_hosts,
+                own_addresses=fetcher.own_addresses,
+            )
+        except PolicyDeniedError as exc:
+            self.deny(exc.decision, target)
+            return False
+        except GatewayError as exc:
+            self.gateway_error(exc, keep_alive=False)
+            return False
+        record = self.record(
+            decision=decision,
+            status=200,
+            destination=_destination(target, str(opened.ip)),
+        )
+        try:
+            self.proxy.audit(record)
+        except AuditWriteError as exc:
+            opened.transport.close()
+            self.reply(503, "unavailable", None, exc.message, False)
+            return False
+        if self.conn.transport is None or self.conn.transport.is_closing():
+            opened.transport.close()
+            return False
+        self.conn.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        tunnel = Tunnel(
+            proxy=self.proxy,
+            conn=self.conn,
+            upstream=upstream,
+            upstream_transport=opened.transport,
+            event_id=self.event_id,
+            client=self.client,
+            policy=policy,
+            target=target,
+            ip=opened.ip,
+            lease=lease,
+            require_tls=self.proxy.proxy_config.require_tls,
+        )
+        self.conn.start_tunnel(tunnel)
+        return True
+
+
+def _connect_target(authority: str) -> Target | None:
+    """`host:port` of a CONNECT; None for anything else (paths, user info, no port)."""
+    if any(c in authority for c in "/?#@\\") or not authority:
+        return None
+    host, colon, port = authority.rpartition(":")
+    if not colon or not port.isdigit() or not host or (host.count(":") and host[0] != "["):
+        return None
+    try:
+        target = parse_url(f"https://{authority}/")
+    except InvalidURLError:
+        return None
+    return target if target.port == int(port) else None
+
+
+def _destination(target: Target | None, ip: str | None) -> dict[str, Any] | None:
+    if target is None:
+        return None
+    return {"domain": target.host, "ip": ip, "port": target.port}
+
+
+def _has_body(method: str, status: int) -> bool:
+    return method != "HEAD" and status not in (204, 304) and not 100 <= status < 200
+
+
+def _response_head(
+    status: int,
+    reason: str | None,
+    raw_headers: Any,
+    head: RequestHead,
+) -> tuple[bytes, bool, bool, int | None]:
+    """The response head for the client: hop-by-hop and X-Gateway-* headers removed, and
+    framing chosen (the upstream's Content-Length, else chunked, else close-delimited)."""
+    named: set[bytes] = set()
+    upstream_chunked = False
+    length: int | None = None
+    for name, value in raw_headers:
+        lower = name.lower()
+        if lower == b"connection":
+            named.update(t.strip().lower() for t in value.split(b","))
+        elif lower == b"transfer-encoding":
+            upstream_chunked = True
+    lines = [b"HTTP/1.1 %d %b\r\n" % (status, _reason_phrase(reason))]
+    for name, value in raw_headers:
+        lower = name.lower()
+        if lower in RESPONSE_HOP_BY_HOP or lower in named or lower.startswith(b"x-gateway-"):
+            continue
+        if lower == b"content-length":
+            if upstream_chunked:
+                continue
+            with contextlib.suppress(ValueError):
+                length = int(value)
+        lines.append(b"%b: %b\r\n" % (name, value))
+    keep_alive = head.keep_alive
+    chunked = False
+    if _has_body(head.method, status) and length is None:
+        if head.version == "HTTP/1.1":
+            chunked = True
+            lines.append(b"Transfer-Encoding: chunked\r\n")
+        else:
+            keep_alive = False
+    if not keep_alive:
+        lines.append(b"Connection: close\r\n")
+    elif head.version == "HTTP/1.0":
+        lines.append(b"Connection: keep-alive\r\n")
+    lines.append(b"\r\n")
+    return b"".join(lines), keep_alive, chunked, length
+
+
+def _reason_phrase(reason: str | None) -> bytes:
+    text = (reason or "").encode("latin-1", "replace")
+    return bytes(b for b in text if 0x20 <= b < 0x7F or b == 0x09)[:100] or b"-"
+
+
+def _plain_response(
+    status: int,
+    reason: str,
+    rule: str | None,
+    message: str,
+    *,
+    keep_alive: bool,
+    request_id: str,
+    version: str = "HTTP/1.1",
+    extra: tuple[tuple[str, str], ...] = (),
+) -> bytes:
+    body = (one_line(message) + "\n").encode("utf-8")
+    lines = [
+        f"HTTP/1.1 {status} {REASON_PHRASES.get(status, 'Error')}",
+        "Content-Type: text/plain; charset=utf-8",
+        f"Content-Length: {len(body)}",
+        f"X-Gateway-Reason: {reason}",
+    ]
+    if rule is not None:
+        lines.append(f"X-Gateway-Rule: {one_line(rule, 200)}")
+    lines.append(f"X-Gateway-Request-Id: {request_id}")
+    lines.extend(f"{name}: {value}" for name, value in extra)
+    if not keep_alive:
+        lines.append("Connection: close")
+    elif version == "HTTP/1.0":
+        lines.append("Connection: keep-alive")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + body
+
+
+def install_forward_proxy(services: Services) -> None:
+    """Register the proxy listener with serve's `extra_sites` when a proxy port is set."""
+    if services.config.listen.proxy_port is None:
+        return
+
+    async def start(services: Services) -> list[tuple[str, int]]:
+        proxy = ForwardProxy(services)
+        port = services.config.listen.proxy_port
+        assert port is not None
+        binds = await proxy.start(services.config.listen.host, port)
+        services.on_drain.append(proxy.drain)
+        _append(services, "on_close", proxy.close)
+        _append(services, "on_reload", proxy.revalidate)
+        services.status_providers["proxy"] = proxy.status
+        return binds
+
+    services.extra_sites.append(start)
+
+
+def _append(services: Services, hook: str, callback: Callable[..., Any]) -> None:
+    hooks = getattr(services, hook, None)
+    if hooks is not None:
+        hooks.append(callback)

@@ -1,0 +1,229 @@
+"""The forward proxy's HTTP/1.x request reader: strict, so no two parsers can disagree.
+
+Anything a lenient server and a strict one could read differently is refused rather than
+repaired (request smuggling lives in that gap): bare CR or LF, obs-fold, spaces before the
+colon, control characters in values, both Content-Length and Transfer-Encoding, repeated or
+non-decimal Content-Length, any transfer coding but a lone `chunked`, bodies on GET, HEAD and
+CONNECT, over-long lines. Pure: no sockets, no asyncio.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_LINE = 8192
+MAX_HEAD = 32 * 1024
+MAX_HEADERS = 100
+MAX_CHUNK_LINE = 1024
+MAX_TRAILER = 16 * 1024
+
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_TARGET = re.compile(rb"[\x21-\x7e]+\Z")
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,15}\Z")
+_DIGITS = re.compile(r"[0-9]{1,18}\Z")
+NO_BODY_METHODS = frozenset({"GET", "HEAD", "CONNECT", "TRACE"})
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "expect",
+    }
+)
+
+
+class BadRequestError(ValueError):
+    """The request cannot be read unambiguously; the message says what is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHead:
+    method: str
+    target: str
+    version: str  # "HTTP/1.1" | "HTTP/1.0"
+    headers: tuple[tuple[str, str], ...]  # as sent (name case kept), values trimmed
+    content_length: int | None
+    chunked: bool
+    keep_alive: bool
+
+    def get(self, name: str) -> str | None:
+        """The one value of a header that must not repeat; None when absent."""
+        values = self.get_all(name)
+        if len(values) > 1:
+            raise BadRequestError(f"the {name} header is repeated")
+        return values[0] if values else None
+
+    def get_all(self, name: str) -> list[str]:
+        lower = name.lower()
+        return [v for n, v in self.headers if n.lower() == lower]
+
+    @property
+    def has_body(self) -> bool:
+        return self.chunked or bool(self.content_length)
+
+    def forwarded_headers(self) -> list[tuple[str, str]]:
+        """The end-to-end headers: hop-by-hop ones, those `Connection` names, and every
+        `Proxy-*` header removed (credentials for this proxy never travel upstream)."""
+        named = {
+            token.strip().lower()
+            for value in self.get_all("connection")
+            for token in value.split(",")
+        }
+        return [
+            (n, v)
+            for n, v in self.headers
+            if (lower := n.lower()) not in HOP_BY_HOP
+            and lower not in named
+            and not lower.startswith("proxy-")
+        ]
+
+
+def parse_request_head(head: bytes) -> RequestHead:
+    """A request head without its final blank line; raises BadRequestError."""
+    if len(head) > MAX_HEAD:
+        raise BadRequestError(f"the request head is over {MAX_HEAD} bytes")
+    lines = head.split(b"\r\n")
+    for line in lines:
+        if len(line) > MAX_LINE:
+            raise BadRequestError(f"a line of the request head is over {MAX_LINE} bytes")
+        if b"\r" in line or b"\n" in line:
+            raise BadRequestError("bare CR or LF in the request head; lines end with CRLF")
+    method, target, version = _request_line(lines[0])
+    if len(lines) - 1 > MAX_HEADERS:
+        raise BadRequestError(f"more than {MAX_HEADERS} header fields")
+    headers = tuple(_header(line) for line in lines[1:])
+    return _framed(method, target, version, headers)
+
+
+def _request_line(line: bytes) -> tuple[str, str, str]:
+    parts = line.split(b" ")
+    if len(parts) != 3:
+        raise BadRequestError("the request line must be METHOD SP TARGET SP HTTP/1.1")
+    method, target, version = parts
+    if not _TOKEN.match(method):
+        raise BadRequestError("the request method is not a token")
+    if not _TARGET.match(target):
+        raise BadRequestError("the request target is empty or has spaces or control characters")
+    if version not in (b"HTTP/1.1", b"HTTP/1.0"):
+        raise BadRequestError("only HTTP/1.1 and HTTP/1.0 are spoken here")
+    return method.decode("ascii"), target.decode("ascii"), version.decode("ascii")
+
+
+def _header(line: bytes) -> tuple[str, str]:
+    if not line or line[0] in b" \t":
+        raise BadRequestError("obs-fold (a header line starting with white space) is refused")
+    name, colon, value = line.partition(b":")
+    if not colon or not _TOKEN.match(name):
+        raise BadRequestError("a header line is not NAME: VALUE (no space before the colon)")
+    value = value.strip(b" \t")
+    if _BAD_VALUE.search(value):
+        raise BadRequestError(f"control characters in the {name.decode('ascii')} header")
+    return name.decode("ascii"), value.decode("latin-1")
+
+
+def _framed(
+    method: str, target: str, version: str, headers: tuple[tuple[str, str], ...]
+) -> RequestHead:
+    lengths = [v for n, v in headers if n.lower() == "content-length"]
+    codings = [v for n, v in headers if n.lower() == "transfer-encoding"]
+    if lengths and codings:
+        raise BadRequestError("both Content-Length and Transfer-Encoding: ambiguous framing")
+    content_length = None
+    if lengths:
+        if len(lengths) > 1:
+            raise BadRequestError("Content-Length is repeated")
+        if not _DIGITS.match(lengths[0]):
+            raise BadRequestError("Content-Length is not a decimal number")
+        content_length = int(lengths[0])
+    chunked = False
+    if codings:
+        if version == "HTTP/1.0":
+            raise BadRequestError("Transfer-Encoding in an HTTP/1.0 request")
+        if [c.strip().lower() for c in ",".join(codings).split(",")] != ["chunked"]:
+            raise BadRequestError("the only transfer coding accepted is a single 'chunked'")
+        chunked = True
+    if method in NO_BODY_METHODS and (chunked or content_length):
+        raise BadRequestError(f"a {method} request must not carry a body")
+    tokens = {
+        t.strip().lower()
+        for n, v in headers
+        if n.lower() in ("connection", "proxy-connection")
+        for t in v.split(",")
+    }
+    keep_alive = "close" not in tokens and (version == "HTTP/1.1" or "keep-alive" in tokens)
+    return RequestHead(method, target, version, headers, content_length, chunked, keep_alive)
+
+
+class ChunkedDecoder:
+    """Incremental, strict chunked decoding (RFC 9112 7.1); trailers are read and dropped."""
+
+    __slots__ = ("_state", "_left", "_trailer")
+
+    def __init__(self) -> None:
+        self._state = "size"
+        self._left = 0
+        self._trailer = 0
+
+    @property
+    def done(self) -> bool:
+        return self._state == "done"
+
+    def feed(self, buffer: bytearray) -> bytes:
+        """Decode what `buffer` holds, consuming it; returns the body bytes found."""
+        out = bytearray()
+        while buffer and self._state != "done":
+            if self._state == "data":
+                take = min(self._left, len(buffer))
+                out += buffer[:take]
+                del buffer[:take]
+                self._left -= take
+                if self._left == 0:
+                    self._state = "crlf"
+                continue
+            if self._state == "crlf":
+                if len(buffer) < 2:
+                    break
+                if buffer[:2] != b"\r\n":
+                    raise BadRequestError("a chunk is not followed by CRLF")
+                del buffer[:2]
+                self._state = "size"
+                continue
+            end = buffer.find(b"\r\n")
+            limit = MAX_CHUNK_LINE if self._state == "size" else MAX_LINE
+            if end < 0:
+                if len(buffer) > limit or b"\n" in buffer or b"\r" in buffer[:-1]:
+                    raise BadRequestError("a chunk-size or trailer line is malformed")
+                break
+            line = bytes(buffer[:end])
+            del buffer[: end + 2]
+            if self._state == "size":
+                self._size_line(line)
+            else:
+                self._trailer_line(line)
+        return bytes(out)
+
+    def _size_line(self, line: bytes) -> None:
+        if len(line) > MAX_CHUNK_LINE or b"\r" in line or b"\n" in line:
+            raise BadRequestError("a chunk-size line is malformed")
+        size, _, extension = line.partition(b";")
+        if not _HEX.match(size) or _BAD_VALUE.search(extension):
+            raise BadRequestError("a chunk size is not a hexadecimal number")
+        self._left = int(size, 16)
+        self._state = "data" if self._left else "trailer"
+
+    def _trailer_line(self, line: bytes) -> None:
+        if not line:
+            self._state = "done"
+            return
+        self._trailer += len(line) + 2
+        if self._trailer > MAX_TRAILER:
+            raise BadRequestError("the chunked trailer is too large")
+        _header(line)

@@ -1,0 +1,317 @@
+"""A CONNECT tunnel's relay: bytes from one transport to the other, with flow control both
+ways, half-close, an idle timeout and an optional maximum duration.
+
+With `proxy.require_tls` the client's first bytes are held until they form a TLS ClientHello
+whose SNI (when present) is the CONNECT host; until then nothing reaches the upstream and
+nothing comes back. After that no byte is parsed. Every tunnel ends in exactly one
+`tunnel_close` record with the `event.id` of its `proxy_connect` record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from gateway.errors import AuditWriteError
+from gateway.limits import Lease
+from gateway.policy.addresses import IPAddress
+from gateway.policy.engine import Decision, Reason
+from gateway.policy.model import Policy
+from gateway.policy.urls import Target
+from gateway.server.proxy_records import tunnel_close_record
+from gateway.server.tls_hello import (
+    MAX_HELLO_BYTES,
+    ClientHello,
+    NotTLSError,
+    parse_client_hello,
+)
+
+if TYPE_CHECKING:
+    from gateway.runtime import ClientIdentity
+    from gateway.server.proxy import ForwardProxy, ProxyConnection
+
+log = logging.getLogger("gateway.proxy")
+
+PENDING_LIMIT = 256 * 1024  # upstream bytes held while the ClientHello is checked
+
+
+class UpstreamSide(asyncio.Protocol):
+    """The upstream connection's protocol; holds early bytes until its tunnel starts."""
+
+    __slots__ = ("transport", "tunnel", "pending", "eof", "lost", "lost_exc")
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.tunnel: Tunnel | None = None
+        self.pending: list[bytes] = []
+        self.eof = False
+        self.lost = False
+        self.lost_exc: Exception | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self.tunnel is not None and self.tunnel.verified:
+            self.tunnel.from_upstream(data)
+            return
+        self.pending.append(data)
+        if sum(map(len, self.pending)) > PENDING_LIMIT and self.transport is not None:
+            self.transport.pause_reading()
+
+    def eof_received(self) -> bool | None:
+        if self.tunnel is not None and self.tunnel.verified:
+            return self.tunnel.upstream_eof()
+        self.eof = True
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.tunnel is not None:
+            self.tunnel.upstream_lost(exc)
+        else:
+            self.lost, self.lost_exc = True, exc
+
+    def pause_writing(self) -> None:
+        if self.tunnel is not None:
+            self.tunnel.conn_pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.tunnel is not None:
+            self.tunnel.conn_resume_reading()
+
+
+class Tunnel:
+    __slots__ = (
+        "proxy",
+        "conn",
+        "upstream",
+        "upstream_transport",
+        "event_id",
+        "client",
+        "policy",
+        "target",
+        "ip",
+        "lease",
+        "verified",
+        "hello",
+        "started",
+        "last_activity",
+        "bytes_up",
+        "bytes_down",
+        "client_eof_seen",
+        "upstream_eof_seen",
+        "closed",
+        "timers",
+    )
+
+    def __init__(
+        self,
+        *,
+        proxy: ForwardProxy,
+        conn: ProxyConnection,
+        upstream: UpstreamSide,
+        upstream_transport: asyncio.Transport,
+        event_id: str,
+        client: ClientIdentity | None,
+        policy: Policy,
+        target: Target,
+        ip: IPAddress,
+        lease: Lease,
+        require_tls: bool,
+    ) -> None:
+        self.proxy = proxy
+        self.conn = conn
+        self.upstream = upstream
+        self.upstream_transport = upstream_transport
+        self.event_id = event_id
+        self.client = client
+        self.policy = policy
+        self.target = target
+        self.ip = ip
+        self.lease = lease
+        self.verified = not require_tls
+        self.hello = bytearray()
+        self.started = time.monotonic()
+        self.last_activity = self.started
+        self.bytes_up = 0
+        self.bytes_down = 0
+        self.client_eof_seen = False
+        self.upstream_eof_seen = False
+        self.closed = False
+        self.timers: list[asyncio.TimerHandle] = []
+
+    def start(self, leftover: bytes) -> None:
+        loop = asyncio.get_running_loop()
+        config = self.proxy.proxy_config
+        self.proxy.tunnels.add(self)
+        self.upstream.tunnel = self
+        self.timers.append(loop.call_later(config.tunnel_idle_timeout, self._idle_check))
+        if config.tunnel_max_duration is not None:
+            self.timers.append(
+                loop.call_later(config.tunnel_max_duration, self.close, "max_duration")
+            )
+        if not self.verified:
+            self.timers.append(loop.call_later(self.proxy.header_timeout, self._hello_timeout))
+        if leftover:
+            self.from_client(leftover)
+        if self.upstream.lost and not self.closed:
+            self.upstream_lost(self.upstream.lost_exc)
+
+    # --- client -> upstream -------------------------------------------------------------
+
+    def from_client(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.bytes_up += len(data)
+        self.last_activity = time.monotonic()
+        if self.verified:
+            self.upstream_transport.write(data)
+            return
+        self.hello += data
+        try:
+            hello = parse_client_hello(bytes(self.hello))
+        except NotTLSError as exc:
+            self._refuse(Reason.NOT_TLS, str(exc))
+            return
+        if not isinstance(hello, ClientHello):
+            if len(self.hello) > MAX_HELLO_BYTES:
+                self._refuse(Reason.NOT_TLS, "no complete ClientHello")
+            return
+        if hello.server_name is not None and hello.server_name != self.target.host:
+            self._refuse(
+                Reason.SNI_MISMATCH,
+                f"SNI {hello.server_name[:100]!r} but CONNECT to {self.target.host!r}",
+            )
+            return
+        self.verified = True
+        self.upstream_transport.write(bytes(self.hello))
+        self.hello = bytearray()
+        self._flush_early_upstream()
+
+    def _flush_early_upstream(self) -> None:
+        pending, self.upstream.pending = self.upstream.pending, []
+        for data in pending:
+            self.from_upstream(data)
+        if self.upstream.transport is not None and not self.closed:
+            self.upstream.transport.resume_reading()
+        if self.upstream.eof and not self.closed:
+            self.upstream_eof()
+
+    def client_eof(self) -> bool:
+        self.client_eof_seen = True
+        if not self.verified:
+            self._refuse(Reason.NOT_TLS, "the client closed before a complete ClientHello")
+            return False
+        if self.upstream_eof_seen:
+            self.close("closed")
+            return False
+        if self.upstream_transport.can_write_eof():
+            self.upstream_transport.write_eof()
+        return True
+
+    def client_lost(self, exc: Exception | None) -> None:
+        if not self.closed:
+            self.close("client_error" if exc else "client_closed")
+
+    def client_paused(self) -> None:
+        """The client's socket is full: stop reading from upstream."""
+        if not self.closed:
+            self.upstream_transport.pause_reading()
+
+    def client_resumed(self) -> None:
+        if not self.closed and self.verified:
+            self.upstream_transport.resume_reading()
+
+    # --- upstream -> client -------------------------------------------------------------
+
+    def from_upstream(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.bytes_down += len(data)
+        self.last_activity = time.monotonic()
+        transport = self.conn.transport
+        if transport is not None:
+            transport.write(data)
+
+    def upstream_eof(self) -> bool:
+        self.upstream_eof_seen = True
+        if self.client_eof_seen:
+            self.close("closed")
+            return False
+        transport = self.conn.transport
+        if transport is not None and transport.can_write_eof():
+            transport.write_eof()
+        return True
+
+    def upstream_lost(self, exc: Exception | None) -> None:
+        if not self.closed:
+            self.close("upstream_error" if exc else "upstream_closed")
+
+    def conn_pause_reading(self) -> None:
+        """The upstream's socket is full: stop reading from the client."""
+        if not self.closed and self.conn.transport is not None:
+            self.conn.transport.pause_reading()
+
+    def conn_resume_reading(self) -> None:
+        if not self.closed and self.conn.transport is not None:
+            self.conn.transport.resume_reading()
+
+    # --- ending -------------------------------------------------------------------------
+
+    def _idle_check(self) -> None:
+        if self.closed:
+            return
+        idle = self.proxy.proxy_config.tunnel_idle_timeout
+        quiet = time.monotonic() - self.last_activity
+        if quiet >= idle:
+            self.close("idle_timeout")
+        else:
+            # the idle timer is always the first one (see start)
+            self.timers[0] = asyncio.get_running_loop().call_later(idle - quiet, self._idle_check)
+
+    def _hello_timeout(self) -> None:
+        if not self.closed and not self.verified:
+            self._refuse(Reason.NOT_TLS, "no ClientHello within server.header_timeout")
+
+    def _refuse(self, reason: Reason, detail: str) -> None:
+        decision = Decision(
+            False, reason, "proxy.require_tls", self.policy.name, self.policy.sha256, detail=detail
+        )
+        self.close(str(reason), decision)
+
+    def close(self, end: str, tls_decision: Decision | None = None) -> None:
+        """End the tunnel once: both sides closed, one `tunnel_close` record, lease back."""
+        if self.closed:
+            return
+        self.closed = True
+        for timer in self.timers:
+            timer.cancel()
+        self.timers.clear()
+        self.proxy.tunnels.discard(self)
+        abort = tls_decision is not None
+        for transport in (self.conn.transport, self.upstream_transport):
+            if transport is not None and not transport.is_closing():
+                transport.abort() if abort else transport.close()
+        duration_ms = int((time.monotonic() - self.started) * 1000)
+        record = tunnel_close_record(
+            event_id=self.event_id,
+            client_id=self.client.id if self.client else None,
+            policy=self.policy,
+            end=end,
+            duration_ms=duration_ms,
+            bytes_up=self.bytes_up,
+            bytes_down=self.bytes_down,
+            destination={"domain": self.target.host, "ip": str(self.ip), "port": self.target.port},
+            tls_decision=tls_decision,
+        )
+        try:
+            self.proxy.audit(record)
+        except AuditWriteError:
+            log.error("could not write a tunnel_close record", extra={"event_id": self.event_id})
+        self.proxy.spawn(self.lease.release())
+
+    def status(self) -> dict[str, Any]:
+        return {"host": self.target.host, "up": self.bytes_up, "down": self.bytes_down}
