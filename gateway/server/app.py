@@ -150,13 +150,22 @@ async def read_json(request: web.Request) -> dict[str, Any]:
 
 
 def make_app(services: Services) -> web.Application:
-    from gateway.server import api, metrics_api  # the routes import this module's helpers
+    from gateway.server import (  # the routes import this module's helpers
+        api,
+        keys_api,
+        mcp,
+        metrics_api,
+        openapi,
+    )
 
     app = web.Application(
-        middlewares=[metrics_api.observe_requests, contract_shape, authenticate],
+        middlewares=[metrics_api.observe_requests, contract_shape, mcp.mcp_shape, authenticate],
         client_max_size=services.config.server.max_body_bytes,
     )
     app[SERVICES] = services
     api.add_routes(app)
+    mcp.add_routes(app)
+    keys_api.add_routes(app)
+    openapi.add_routes(app)
     metrics_api.add_routes(app)
     return app
