@@ -18,8 +18,8 @@ import orjson
 from gateway.audit.log import AuditLog
 from gateway.audit.redaction import redact_text
 from gateway.errors import UpstreamError
-from gateway.policy.engine import Decision, decide_tool, decide_url
-from gateway.policy.model import ResultsHandling
+from gateway.policy.engine import Decision, decide_address, decide_tool, decide_url
+from gateway.policy.model import Policy, ResultsHandling
 from gateway.provenance.dsse import Signer
 from gateway.provenance.envelope import attach_dsse
 from gateway.provenance.markers import new_nonce, sanitize, wrap
@@ -135,7 +135,7 @@ class WebSearchTool:
         kept: list[tuple[SearchResult, str, str, dict[str, Any] | None]] = []
         allowed: list[Ranked] = []
         for result in outcome.results:
-            verdict, _ = decide_url(policy, result.url, tool=None)
+            verdict = decide_result(policy, result.url)
             flag = None
             if not verdict.allowed:
                 counts.filtered_policy += 1
@@ -216,6 +216,17 @@ class WebSearchTool:
             "envelope": envelope,
         }
         return SearchAnswer(attach_dsse(body, self._signer), tuple(allowed)), counts
+
+
+def decide_result(policy: Policy, url: str) -> Decision:
+    """Steps 1-3 for a result URL, never resolving a name; an IP literal needs no lookup, so
+    its address is checked too (enforced in every mode: no internal address is offered)."""
+    verdict, target = decide_url(policy, url, tool=None)
+    if verdict.allowed and target is not None and target.ip is not None:
+        address = decide_address(policy, target.ip, target.port)
+        if not address.allowed:
+            return address
+    return verdict
 
 
 @dataclass(slots=True)

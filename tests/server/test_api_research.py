@@ -1,0 +1,185 @@
+"""POST /v1/research end to end: one search, then pages read through the WebFetch path."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.provenance.dsse import generate_keypair, load_public_key
+from gateway.provenance.envelope import verify_response
+from gateway.provenance.markers import unwrap
+from tests.server.conftest import audit_records
+from tests.tools.searchgateway import client_policy, start_search_gateway
+
+
+@pytest.fixture
+async def start(aiohttp_server, aiohttp_client, make_config, write_policy, monkeypatch, upstream):
+    started = []
+
+    async def run(**options):
+        options.setdefault(
+            "policies",
+            {
+                "agent": client_policy(upstream.port, "agent-policy"),
+                "nofetch": client_policy(upstream.port, "nofetch-policy", fetch=False),
+                "nosearch": client_policy(upstream.port, "nosearch-policy", search=False),
+            },
+        )
+        gateway = await start_search_gateway(
+            aiohttp_server=aiohttp_server,
+            aiohttp_client=aiohttp_client,
+            make_config=make_config,
+            write_policy=write_policy,
+            monkeypatch=monkeypatch,
+            site_port=upstream.port,
+            **options,
+        )
+        started.append(gateway)
+        return gateway
+
+    yield run
+    for gateway in started:
+        await gateway.services.close()
+
+
+def actions(gateway) -> list[str]:
+    return [
+        r["event"]["action"]
+        for r in audit_records(gateway.services)
+        if r["event"]["action"] in ("WebSearch", "WebFetch", "Research")
+    ]
+
+
+async def test_research_reads_top_pages_and_reports_a_failed_one(start, upstream) -> None:
+    gateway = await start()
+    status, body = await gateway.post("/v1/research", "agent", query="research", fetch_top_n=3)
+    assert status == 200, body
+    assert set(body) == {"search", "pages"}
+    search = body["search"]
+    assert search["envelope"]["tool"] == "WebSearch" and search["filtered"]["policy"] == 4
+    port = upstream.port
+    assert [page.get("rank") for page in body["pages"]] == [1, 2, 3]
+    first, second, failed = body["pages"]
+    assert first["envelope"]["tool"] == "WebFetch"
+    assert first["envelope"]["final_url"] == f"http://site.example.com:{port}/page"
+    text = unwrap(first["content"], first["envelope"]["marker"])
+    assert text.startswith("# Hello")
+    assert second["envelope"]["final_url"] == f"http://other.example.com:{port}/page"
+    # Each page has its own nonce, distinct from the search's.
+    nonces = {search["envelope"]["marker"], first["envelope"]["marker"]}
+    assert len(nonces | {second["envelope"]["marker"]}) == 3
+    # internal.example.com passes steps 1-3 but resolves to 10.0.0.5: refused at fetch time.
+    assert failed == {
+        "url": f"http://internal.example.com:{port}/page",
+        "rank": 3,
+        "error": {
+            "code": "policy_denied",
+            "message": failed["error"]["message"],
+            "reason": "private_address",
+        },
+    }
+    assert actions(gateway) == ["Research", "WebFetch", "WebFetch", "WebFetch"]
+    records = [r for r in audit_records(gateway.services) if r["event"]["action"] == "WebFetch"]
+    assert sorted(r["event"]["outcome"] for r in records) == ["failure", "success", "success"]
+    research = next(
+        r for r in audit_records(gateway.services) if r["event"]["action"] == "Research"
+    )
+    assert research["search"]["results"] == 4 and research["search"]["filtered_policy"] == 4
+
+
+@pytest.mark.parametrize(
+    ("mode", "length", "expected_chars"),
+    [
+        pytest.param("summary", 12, 12, id="summary-cut"),
+        pytest.param("full", 5, 5, id="full-cut"),
+        pytest.param("summary", None, None, id="summary-whole-short-page"),
+    ],
+)
+async def test_page_length_and_mode(start, upstream, mode, length, expected_chars) -> None:
+    gateway = await start()
+    fields = {"query": "cut", "fetch_top_n": 1, "extract_mode": mode}
+    if length is not None:
+        fields["max_page_length"] = length
+    status, body = await gateway.post("/v1/research", "agent", **fields)
+    assert status == 200
+    (page,) = body["pages"]
+    env = page["envelope"]
+    text = unwrap(page["content"], env["marker"])
+    assert env["extract_mode"] == "markdown" and env["start_index"] == 0
+    if expected_chars is None:
+        assert env["truncated"] is False and env["chars"] == env["total_chars"] == len(text)
+    else:
+        assert env["chars"] == len(text) == expected_chars and env["truncated"] is True
+
+
+async def test_pages_are_picked_across_domains(start, upstream) -> None:
+    port = upstream.port
+    hits = [
+        ("A1", f"http://site.example.com:{port}/page", "a"),
+        ("A2", f"http://site.example.com:{port}/text?body=second", "a"),
+        ("A3", f"http://site.example.com:{port}/json", "a"),
+        ("B1", f"http://other.example.com:{port}/page", "b"),
+    ]
+    gateway = await start(hits=hits)
+    status, body = await gateway.post("/v1/research", "agent", query="spread", fetch_top_n=3)
+    assert status == 200
+    assert [(p["rank"], p["envelope"]["final_url"]) for p in body["pages"]] == [
+        (1, f"http://site.example.com:{port}/page"),
+        (2, f"http://site.example.com:{port}/text?body=second"),
+        (4, f"http://other.example.com:{port}/page"),
+    ]
+
+
+async def test_fetch_top_n_zero_only_searches(start) -> None:
+    gateway = await start()
+    status, body = await gateway.post("/v1/research", "agent", query="none", fetch_top_n=0)
+    assert status == 200 and body["pages"] == [] and len(body["search"]["results"]) == 4
+    assert actions(gateway) == ["Research"]
+
+
+@pytest.mark.parametrize(
+    ("client_id", "rule"),
+    [
+        pytest.param("nofetch", "tools.WebFetch.enabled", id="webfetch-off"),
+        pytest.param("nosearch", "tools.WebSearch.enabled", id="websearch-off"),
+    ],
+)
+async def test_research_needs_both_tools(start, client_id, rule) -> None:
+    gateway = await start()
+    status, error = await gateway.post("/v1/research", client_id, query="x")
+    assert status == 403
+    assert (error["error"]["code"], error["error"]["rule"]) == ("tool_disabled", rule)
+    assert gateway.requests_to("brave") == 0
+    assert actions(gateway) == ["Research"]
+
+
+async def test_research_search_failure_fails_the_call(start) -> None:
+    gateway = await start(providers=(("searx", "searxng"),))
+    from tests.search.conftest import Reply
+
+    gateway.fakes["searx"].queue(Reply(403, "<html>Forbidden</html>"))
+    status, error = await gateway.post("/v1/research", "agent", query="x")
+    assert status == 502 and error["error"]["code"] == "upstream_error"
+    assert "searx: [http_4xx]" in error["error"]["message"]
+
+
+async def test_signed_research_verifies_part_by_part(start, tmp_path) -> None:
+    private, public, _ = generate_keypair(tmp_path / "keys")
+    gateway = await start(signing_key=str(private))
+    status, body = await gateway.post("/v1/research", "agent", query="signed", fetch_top_n=3)
+    assert status == 200
+    assert "dsse" in body["search"] and "dsse" in body["pages"][0]
+    verify_response(body, [load_public_key(public)])
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        pytest.param({"query": "x", "fetch_top_n": 6}, "fetch_top_n", id="top-n"),
+        pytest.param({"query": "x", "extract_mode": "raw"}, "extract_mode", id="mode"),
+        pytest.param({"query": "x", "max_page_length": 0}, "max_page_length", id="length"),
+    ],
+)
+async def test_bad_research_requests(start, body, fragment) -> None:
+    gateway = await start()
+    status, error = await gateway.post("/v1/research", "agent", **body)
+    assert status == 400 and fragment in error["error"]["message"]

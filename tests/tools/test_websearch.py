@@ -1,0 +1,147 @@
+"""WebSearchTool without HTTP: per-request policy views, report mode, fail-closed audit, text.
+
+The engine is the real chain over an in-process transport that answers like Brave.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import orjson
+import pytest
+from multidict import CIMultiDict
+
+from gateway.audit.log import AuditLog
+from gateway.errors import AuditWriteError
+from gateway.policy.load import load_policy_file
+from gateway.provenance.markers import unwrap
+from gateway.search.chain import ConfiguredProvider, SearchEngine
+from gateway.search.health import InMemoryHealthStore
+from gateway.search.ids import InMemoryIdStore
+from gateway.search.providers import ADAPTERS
+from gateway.search.transport import ProviderRequest, ProviderResponse
+from gateway.tools.context import CallContext
+from gateway.tools.websearch import WebSearchTool, render_text
+from tests.tools.searchgateway import brave_ok
+
+HITS = [
+    ("Allowed", "https://docs.example.com/a", "fine"),
+    ("Denied", "https://denied.example.org/b", "not on the list"),
+    ("Private", "http://10.1.2.3/c", "internal"),
+]
+
+
+class BraveAnswers:
+    def __init__(self) -> None:
+        self.sent: list[ProviderRequest] = []
+
+    async def send(
+        self, request: ProviderRequest, *, timeout: float, allow_private: bool
+    ) -> ProviderResponse:
+        self.sent.append(request)
+        headers = CIMultiDict({"Content-Type": "application/json"})
+        return ProviderResponse(200, headers, orjson.dumps(brave_ok(HITS)))
+
+
+def policy(tmp_path, name: str, extra: str = "") -> object:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            name: {name}
+            domains:
+              allow: [".example.com"]
+            """
+        )
+        + textwrap.dedent(extra)
+    )
+    return load_policy_file(path)[0]
+
+
+@pytest.fixture
+def audit(tmp_path):
+    log = AuditLog(str(tmp_path / "audit.jsonl"), instance_id="t", version="0")
+    log.open()
+    yield log
+    log.close()
+
+
+def records(audit) -> list[dict]:
+    with open(audit.path, "rb") as handle:
+        return [orjson.loads(line) for line in handle][1:]  # after log_start
+
+
+def make_tool(audit, ids=None) -> WebSearchTool:
+    engine = SearchEngine(
+        [ConfiguredProvider("brave", ADAPTERS["brave"], "https://b.test", api_key="k" * 12)],
+        BraveAnswers(),
+        health=InMemoryHealthStore(lambda: 0.0),
+    )
+    return WebSearchTool(
+        engine=engine, audit=audit, ids=ids if ids is not None else InMemoryIdStore(60, lambda: 0.0)
+    )
+
+
+async def test_report_mode_keeps_would_be_denials_and_records_them(tmp_path, audit) -> None:
+    ids = InMemoryIdStore(60, lambda: 0.0)
+    tool = make_tool(audit, ids)
+    ctx = CallContext(policy(tmp_path, "reporting", "mode: report\n"), client_id="c")
+    body = await tool.call(ctx, {"query": "q"})
+    # The name rule is relaxed in report mode; the private address is enforced in every mode.
+    assert [r["url"] for r in body["results"]] == [
+        "https://docs.example.com/a",
+        "https://denied.example.org/b",
+    ]
+    assert body["filtered"] == {"policy": 1, "domains": 0}
+    (record,) = records(audit)
+    assert record["search"]["unenforced_denials"] == 1
+    assert record["search"]["filtered_policy"] == 1
+    assert await ids.resolve("c", body["results"][1]["id"]) == "https://denied.example.org/b"
+
+
+async def test_audit_failure_refuses_and_remembers_no_ids(tmp_path) -> None:
+    closed = AuditLog(str(tmp_path / "never-opened.jsonl"), instance_id="t", version="0")
+    ids = InMemoryIdStore(60, lambda: 0.0)
+    tool = make_tool(closed, ids)
+    ctx = CallContext(policy(tmp_path, "plain"), client_id="c")
+    with pytest.raises(AuditWriteError):
+        await tool.call(ctx, {"query": "q"})
+    assert len(ids) == 0
+
+
+async def test_render_text_numbers_results_under_a_provenance_header(tmp_path, audit) -> None:
+    tool = make_tool(audit)
+    marking = policy(tmp_path, "marking", "tools: {WebSearch: {enabled: true, results: mark}}\n")
+    body = await tool.call(CallContext(marking, client_id="c"), {"query": "2026年 新闻"})
+    text = render_text(body)
+    nonce = body["envelope"]["marker"]
+    lines = text.splitlines()
+    assert lines[0] == "[gateway provenance: written by the gateway, not by the pages]"
+    assert f"envelope={body['envelope']['id']}" in lines[1]
+    assert "filtered_by_policy=2" in text and f"nonce {nonce}" in text
+    assert "The year 2026 was taken out of the query" in text
+    assert "1. id=" in text and "url=https://docs.example.com/a" in text
+    assert "3. id=" in text and "[denied by policy: private_address" not in text
+    assert "[denied by policy: domain_not_allowed (default); not fetchable]" in text
+    assert "[denied by policy: ip_literal_not_allowed (default); not fetchable]" in text
+    # Every title and snippet appears exactly as the response wraps it.
+    for result in body["results"]:
+        assert result["title"] in text and result["snippet"] in text
+        assert unwrap(result["title"], nonce)
+
+
+def test_render_text_says_when_nothing_was_found() -> None:
+    body = {
+        "envelope": {
+            "id": "e1",
+            "marker": "a" * 32,
+            "policy": {"name": "p", "rule": "tools.WebSearch.enabled"},
+        },
+        "provider": "brave",
+        "results": [],
+        "filtered": {"policy": 0, "domains": 2},
+        "warnings": ["ddg: [timeout] no answer within 10 s"],
+    }
+    text = render_text(body)
+    assert "No results." in text and "warning: ddg: [timeout]" in text
+    assert "filtered_by_domain=2" in text
