@@ -186,10 +186,33 @@ def strip_boilerplate(
             doomed.append(el)
     for el in doomed:
         remove(el)
-    for el in small_widgets:
-        # a wrapper whose class merely mentions "share" or "author" keeps its content
-        if el.getparent() is not None and text_length(el) < WIDGET_MAX_CHARS:
+    # A wrapper whose class merely mentions "share" or "author" keeps its content. Innermost
+    # first: once a widget holds enough text, so do all its ancestors, which then need no
+    # reading (nested widgets would otherwise cost depth x text).
+    big: set[etree._Element] = set()
+    for count, el in enumerate(reversed(small_widgets)):
+        _check_every(deadline, count)
+        if el in big:
+            continue
+        if _holds_text(el, WIDGET_MAX_CHARS):
+            for ancestor in el.iterancestors():
+                if ancestor in big:
+                    break
+                big.add(ancestor)
+        else:
             remove(el)
+
+
+def _holds_text(el: etree._Element, limit: int) -> bool:
+    """Whether an element has at least `limit` characters of text; stops reading there, so
+    nested widgets cost no more than their first few hundred characters each."""
+    total = 0
+    for piece in el.itertext():
+        words = piece.split()
+        total += sum(map(len, words)) + len(words)
+        if total >= limit:
+            return True
+    return False
 
 
 def class_weight(el: etree._Element) -> int:
@@ -204,13 +227,16 @@ def class_weight(el: etree._Element) -> int:
     return weight
 
 
-def link_density(el: etree._Element, length: int | None = None) -> float:
+def link_density(
+    el: etree._Element, length: int | None = None, deadline: float | None = None
+) -> float:
     if length is None:
         length = text_length(el)
     if not length:
         return 0.0
     links = 0.0
-    for a in el.iter("a"):
+    for count, a in enumerate(el.iter("a")):
+        _check_every(deadline, count + 1)
         href = a.get("href") or ""
         links += text_length(a) * (0.3 if href.startswith("#") else 1.0)
     return links / length
@@ -286,10 +312,10 @@ def select_content(
         container.append(body)
         return container
     ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)[:10]
-    adjusted = {el: score * (1 - link_density(el)) for el, score in ranked}
+    adjusted = {el: score * (1 - link_density(el, None, deadline)) for el, score in ranked}
     top, top_score = max(adjusted.items(), key=lambda item: item[1])
     top = _common_ancestor(top, top_score, adjusted, body)
-    top = _climb(top, top_score, scores, adjusted)
+    top = _climb(top, top_score, scores, adjusted, deadline)
     top_score = adjusted.get(top, scores.get(top, top_score))
 
     parent = top.getparent()
@@ -303,11 +329,11 @@ def select_content(
         if not keep:
             bonus = top_score * 0.2 if top_class and sibling.get("class") == top_class else 0
             if sibling in scores:
-                sibling_score = scores[sibling] * (1 - link_density(sibling))
+                sibling_score = scores[sibling] * (1 - link_density(sibling, None, deadline))
                 keep = sibling_score + bonus >= threshold
             if not keep and sibling.tag == "p":
                 text = squash(text_of(sibling))
-                density = link_density(sibling, len(text))
+                density = link_density(sibling, len(text), deadline)
                 keep = (len(text) > 80 and density < 0.25) or (
                     0 < len(text) <= 80 and density == 0 and _SENTENCE_END.search(text) is not None
                 )
@@ -347,6 +373,7 @@ def _climb(
     top_score: float,
     scores: dict[etree._Element, float],
     adjusted: dict[etree._Element, float],
+    deadline: float | None,
 ) -> etree._Element:
     """Move up from the best block while its ancestors score as well (split articles)."""
     # an only child is as good as its parent
@@ -363,7 +390,7 @@ def _climb(
             continue
         score = adjusted.get(parent)
         if score is None:
-            score = scores[parent] * (1 - link_density(parent))
+            score = scores[parent] * (1 - link_density(parent, None, deadline))
         if score < threshold:
             break
         if score > last:
@@ -395,12 +422,15 @@ def _prepare(
         _check_every(deadline, count)
         if el.getparent() is None or el is container:
             continue
-        if _should_clean(el, attempt, scores):
+        if _should_clean(el, attempt, scores, deadline):
             remove(el)
 
 
 def _should_clean(
-    el: etree._Element, attempt: Attempt, scores: dict[etree._Element, float]
+    el: etree._Element,
+    attempt: Attempt,
+    scores: dict[etree._Element, float],
+    deadline: float | None,
 ) -> bool:
     weight = class_weight(el) if attempt.weigh_classes else 0
     if weight + scores.get(el, 0) < 0:
@@ -419,7 +449,7 @@ def _should_clean(
     items = sum(1 for _ in el.iter("li")) - 100
     inputs = sum(1 for _ in el.iter("input"))
     in_figure = tag == "figure" or any(True for _ in el.iterancestors("figure"))
-    density = link_density(el, length)
+    density = link_density(el, length, deadline)
     headings = sum(text_length(h) for h in el.iter("h1", "h2", "h3", "h4", "h5", "h6"))
     heading_density = headings / length if length else 0.0
     has_code = tag != "table" and any(True for _ in el.iter("pre", "code"))

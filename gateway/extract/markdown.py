@@ -55,7 +55,7 @@ class Renderer:
         self.markdown = markdown
         self.deadline = deadline
         self.headings: list[tuple[int, str]] = []
-        self._blocks_seen = 0
+        self._seen = 0
 
     def render(self, root: etree._Element) -> str:
         blocks: list[str] = []
@@ -66,13 +66,7 @@ class Renderer:
 
     def _blocks(self, el: etree._Element, out: list[str], depth: int) -> None:
         """Render the children of a block container into `out`."""
-        self._blocks_seen += 1
-        if (
-            self.deadline is not None
-            and self._blocks_seen % 512 == 0
-            and time.monotonic() > self.deadline
-        ):
-            raise DeadlineExceeded
+        self._tick()
         inline: list[str] = []
         if el.text:
             inline.append(_squash_inline(el.text))
@@ -90,6 +84,16 @@ class Renderer:
             if child.tail:
                 inline.append(_squash_inline(child.tail))
         self._flush(inline, out)
+
+    def _tick(self) -> None:
+        """Count an element rendered; every 512, check the deadline."""
+        self._seen += 1
+        if (
+            self.deadline is not None
+            and self._seen % 512 == 0
+            and time.monotonic() > self.deadline
+        ):
+            raise DeadlineExceeded
 
     def _is_block(self, el: etree._Element) -> bool:
         tag = el.tag
@@ -272,6 +276,7 @@ class Renderer:
         return "".join(parts)
 
     def _inline(self, el: etree._Element, depth: int) -> str:
+        self._tick()
         tag = el.tag
         if depth > MAX_DEPTH:
             return _squash_inline("".join(el.itertext()))

@@ -132,6 +132,8 @@ HOSTILE_CASES = [
     pytest.param(b"<pre>" + b"`" * 10000 + b"</pre>", id="backtick-flood"),
     pytest.param(b"<a href='" + b"h" * 100000 + b"'>link</a>", id="huge-href"),
     pytest.param(b"<!--" * 10000, id="unclosed-comments"),
+    pytest.param((b'<div class="share">' * 200 + b"<span>x</span>" * 300 + b"</div>" * 200) * 5,
+                 id="nested-widgets"),
     pytest.param(b"<![CDATA[" + b"x" * 1000, id="cdata"),
     pytest.param(b"<?php echo 1 ?><p>x</p>", id="processing-instruction"),
 ]
@@ -157,6 +159,19 @@ def test_deadline_passed_raises() -> None:
     page = b"<html><body><article>" + b"<p>A paragraph, with commas, of text.</p>" * 100000
     with pytest.raises(ExtractError, match="deadline"):
         extract(page, "text/html", deadline_s=0.05)
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param(b"<div>" + b'<a href="/x">link</a> ' * 50000, id="one-huge-paragraph"),
+        pytest.param((b'<div class="share">' * 250 + b"<span>x</span>" * 4000
+                      + b"</div>" * 250) * 10, id="nested-widgets"),
+    ],
+)
+def test_deadline_bounds_every_phase(page: bytes) -> None:
+    with pytest.raises(ExtractError, match="deadline"):
+        extract(page, "text/html", deadline_s=0.02)
 
 
 def test_deadline_not_reached_returns_the_document() -> None:
