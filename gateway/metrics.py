@@ -100,6 +100,9 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self._clients: frozenset[str] = frozenset()
+        # Plain counts beside the gauges, for the drain to wait on.
+        self.requests_in_flight = 0
+        self.tunnels_open = 0
         self._refreshers: list[Refresher] = []
         self._search = _SearchStats()
         r.register(self._search)
@@ -208,12 +211,25 @@ class Metrics:
         if isinstance(size, int) and size >= 0:
             self.upstream_bytes.labels(tool).observe(size)
         if tool == "proxy_connect" and decision == "allow" and event.get("outcome") == "success":
-            self.open_tunnels.inc()
+            self.tunnels_open += 1
+            self.open_tunnels.set(self.tunnels_open)
         elif tool == "tunnel_close":
-            self.open_tunnels.dec()
+            self.tunnels_open = max(0, self.tunnels_open - 1)
+            self.open_tunnels.set(self.tunnels_open)
 
-    def observe_http(self, route: str, status: int, seconds: float) -> None:
+    def request_started(self) -> None:
+        self.requests_in_flight += 1
+        self.in_flight.set(self.requests_in_flight)
+
+    def request_finished(self, route: str, status: int, seconds: float) -> None:
+        self.requests_in_flight -= 1
+        self.in_flight.set(self.requests_in_flight)
         self.http_duration.labels(route, f"{status // 100}xx").observe(seconds)
+
+    @property
+    def busy(self) -> int:
+        """Requests and tunnels in flight: what a drain waits for."""
+        return self.requests_in_flight + self.tunnels_open
 
     def set_redis_up(self, up: bool) -> None:
         self.redis_up.set(1.0 if up else 0.0)

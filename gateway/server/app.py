@@ -152,6 +152,7 @@ async def read_json(request: web.Request) -> dict[str, Any]:
 def make_app(services: Services) -> web.Application:
     from gateway.server import (  # the routes import this module's helpers
         api,
+        drain,
         keys_api,
         mcp,
         metrics_api,
@@ -159,10 +160,17 @@ def make_app(services: Services) -> web.Application:
     )
 
     app = web.Application(
-        middlewares=[metrics_api.observe_requests, contract_shape, mcp.mcp_shape, authenticate],
+        middlewares=[
+            metrics_api.observe_requests,
+            contract_shape,
+            mcp.mcp_shape,
+            authenticate,
+            drain.audit_cut_offs,
+        ],
         client_max_size=services.config.server.max_body_bytes,
     )
     app[SERVICES] = services
+    app[drain.CUT_OFF] = drain.CutOff()
     api.add_routes(app)
     mcp.add_routes(app)
     keys_api.add_routes(app)

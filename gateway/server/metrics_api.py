@@ -22,17 +22,16 @@ async def observe_requests(request: web.Request, handler: Handler) -> web.Stream
     metrics = request.app[SERVICES].metrics
     started = time.perf_counter()
     status = 500
-    metrics.in_flight.inc()
+    metrics.request_started()
     try:
         response = await handler(request)
         status = response.status
         return response
     finally:
-        metrics.in_flight.dec()
         route = request.match_info.route
         resource = route.resource if route is not None else None
         label = resource.canonical if resource is not None else UNMATCHED
-        metrics.observe_http(label, status, time.perf_counter() - started)
+        metrics.request_finished(label, status, time.perf_counter() - started)
 
 
 async def metrics(request: web.Request) -> web.Response:

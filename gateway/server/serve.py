@@ -22,11 +22,16 @@ from gateway.fetch.resolver import own_listening_addresses
 from gateway.reload import ReloadController
 from gateway.runtime import Services
 from gateway.server.app import make_app
+from gateway.server.drain import CUT_OFF
 from gateway.server.proxy import install_forward_proxy
 
 log = logging.getLogger("gateway.serve")
 
 CHECKPOINT_TICK = 1.0
+IDLE_POLL = 0.05
+# After the grace, tool calls are cancelled; this is how long they then get to write their
+# audit records and answer before aiohttp drops what is left.
+CUTOFF_ALLOWANCE = 5.0
 
 
 async def serve(
@@ -46,7 +51,7 @@ async def serve(
         handle_signals=False,
         access_log=None,
         keepalive_timeout=config.server.keepalive_timeout,
-        shutdown_timeout=config.server.shutdown_grace,
+        shutdown_timeout=CUTOFF_ALLOWANCE,
     )
     await runner.setup()
     binds: list[tuple[str, int]] = []
@@ -58,7 +63,16 @@ async def serve(
             binds.extend(await hook(services))
         await services.fetcher.set_own_addresses(own_listening_addresses(binds))
         _install_signals(services, stop, reload_config)
-        log.info("listening", extra={"binds": binds, "instance": services.instance_id})
+        log.info(
+            "listening",
+            extra={
+                "binds": binds,
+                "instance": services.instance_id,
+                "audit": services.audit.path,
+                "policy": services.state.default_policy.name,
+                "clients": len(services.state.clients),
+            },
+        )
         if on_ready is not None:
             maybe = on_ready(services, binds)
             if maybe is not None:
@@ -78,6 +92,7 @@ async def serve(
     finally:
         await runner.cleanup()
         await services.close()
+        log.info("stopped", extra={"audit_seq": services.audit.seq})
     return 0
 
 
@@ -101,13 +116,44 @@ async def _tick(services: Services, stop: asyncio.Event) -> None:
 
 
 async def _drain(services: Services, runner: web.AppRunner, grace: float) -> None:
+    """Unready (already, from the signal handler), stop accepting, wait for what is in flight
+    up to `grace`, then cancel the tool calls still running (each audited, answered 503)."""
+    services.metrics.draining.set(1)
+    log.info("draining", extra={"in_flight": services.metrics.busy, "grace_s": grace})
     for stopper in services.on_drain:
-        with contextlib.suppress(Exception):
+        try:
             await stopper()
-    # Closing the sites stops accepting; runner.cleanup() then waits up to shutdown_timeout
-    # for requests in flight before cancelling them.
+        except Exception:
+            log.exception("a drain hook failed")
     for site in list(runner.sites):
         await site.stop()
+    if runner.server is not None:
+        # Idle keep-alive connections close now; busy ones after their response.
+        runner.server.pre_shutdown()
+    log.info("listeners closed", extra={"in_flight": services.metrics.busy})
+    if await _wait_idle(services, grace):
+        log.info("drained", extra={"in_flight": 0})
+        return
+    log.warning(
+        "shutdown grace over: cutting off requests in flight",
+        extra={"in_flight": services.metrics.busy, "grace_s": grace},
+    )
+    # Cancelled tool calls are audited and answered `unavailable` by the cut-off middleware.
+    cut = runner.app[CUT_OFF].cut()
+    if not await _wait_idle(services, CUTOFF_ALLOWANCE):
+        log.error(
+            "requests still in flight after the cut-off",
+            extra={"in_flight": services.metrics.busy, "cut": cut},
+        )
+
+
+async def _wait_idle(services: Services, timeout: float) -> bool:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while services.metrics.busy > 0:
+        if asyncio.get_running_loop().time() >= deadline:
+            return False
+        await asyncio.sleep(IDLE_POLL)
+    return True
 
 
 def _install_signals(
@@ -116,6 +162,7 @@ def _install_signals(
     loop = asyncio.get_running_loop()
 
     def on_term() -> None:
+        # Unready first: /readyz answers 503 from this moment, before any listener closes.
         services.draining = True
         stop.set()
 
@@ -126,8 +173,15 @@ def _install_signals(
                 config = reload_config()
             except Exception as exc:  # a broken config keeps the running state
                 services.reload_failed(str(exc))
+                log.error("reload failed: configuration kept", extra={"problems": str(exc)[:2000]})
                 return
-        services.reload(config)
+        if services.reload(config):
+            log.info("reloaded", extra={"clients": len(services.state.clients)})
+        else:
+            log.error(
+                "reload failed: previous policies kept",
+                extra={"problems": list(services.reload_status.problems)[:50]},
+            )
 
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGTERM, on_term)
