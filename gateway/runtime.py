@@ -14,7 +14,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gateway import __version__
@@ -28,7 +28,7 @@ from gateway.limits import InMemoryLimiter, Limiter
 from gateway.metrics import Metrics, ObservedAuditLog
 from gateway.policy.load import PolicyValidationError, load_default_policy, load_policy_file
 from gateway.policy.model import Policy
-from gateway.provenance.dsse import Signer, load_public_key
+from gateway.provenance.dsse import DSSEError, Signer, load_public_key
 from gateway.search import build_engine
 from gateway.search.ids import InMemoryIdStore
 from gateway.search.providers import ADAPTERS
@@ -262,13 +262,35 @@ class Services:
             return False
         self.state = new
         self.metrics.set_clients(c.id for c in new.clients)
+        key_problems: tuple[str, ...] = ()
         if config is not None:
+            try:
+                self._rotate_signing_key(config)
+            except (DSSEError, OSError) as exc:  # keep signing with the old key
+                key_problems = (f"signing key not rotated: {exc}",)
+                config = replace(config, signing_key=self.config.signing_key)
             self.config = config
-        self.reload_status = ReloadStatus(now_iso(), True, ())
-        self.audit.append(_reload_record(old, new, ()))
+        self.reload_status = ReloadStatus(now_iso(), not key_problems, key_problems)
+        self.audit.append(_reload_record(old, new, key_problems))
         for hook in self.on_reload:
             hook(old, new)
-        return True
+        return not key_problems
+
+    def _rotate_signing_key(self, config: GatewayConfig) -> None:
+        """A new `signing_key` at reload: the audit log writes a transition checkpoint signed
+        by the old and the new key, responses are signed with the new key from now on, and
+        the old public key stays published as retired."""
+        if self.signer is None or not config.signing_key:
+            return
+        if config.signing_key == self.config.signing_key:
+            return
+        new = Signer.from_pem_file(config.signing_key)
+        if new.keyid == self.signer.keyid:
+            return
+        old_public = self.signer.public_key
+        self.audit.rotate_key(new)
+        self.signer.adopt(new)
+        self.retired_keys = (*self.retired_keys, old_public)
 
 
 def _reload_record(

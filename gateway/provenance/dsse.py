@@ -118,6 +118,13 @@ class Signer:
             )
         return cls(key)
 
+    def adopt(self, other: Signer) -> None:
+        """Take over `other`'s key, so every holder of this signer signs with the new key
+        from now on (a key rotation at reload)."""
+        self._private_key = other._private_key
+        self.public_key = other.public_key
+        self.keyid = other.keyid
+
     def signature(self, payload: bytes, payload_type: str) -> dict[str, str]:
         sig = self._private_key.sign(pae(payload_type, payload))
         return {"keyid": self.keyid, "sig": base64.b64encode(sig).decode("ascii")}
