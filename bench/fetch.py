@@ -1,0 +1,560 @@
+"""Fetch API throughput: `POST /v1/fetch` of a 100 KB article page through a real `gateway
+serve`, against yardstick relays measured in the same run.
+
+Every server runs in its own process, on loopback ports, from a temporary folder that is
+removed at exit (with every process this script started):
+- nginx (Debian `nginx-light`, 1 worker, sendfile on, tcp_nopush off as in the research
+  anchor) serves a generated, realistic ~100 KB article page;
+- `gateway serve --config …`: a config whose `resolver.hosts` maps a public-looking name to
+  127.0.0.1, a policy allowing that name, the nginx port and `networks.allow: [127.0.0.0/8]`,
+  audit on (a temporary file); measured in `raw` mode and in `auto` (Markdown) mode, each
+  asking for the whole page (`max_chars` = the policy's `limits.max_chars`);
+- `bench/relays.py --kind bare`: aiohttp handler that fetches the page over a keep-alive
+  session and answers its SHA-256 (no policy, extraction or audit);
+- `bench/relays.py --kind trafilatura`: the same plus trafilatura's Markdown extraction;
+- nginx itself, GET of the page (`direct`), for context only: that row is bounded by the
+  Python load generator, which runs in its own process (bench/common.py).
+
+Each round measures every target at each concurrency with a fixed number of requests,
+in an order rotated per round; the table shows the median over rounds of req/s, p50, p99
+and target CPU (its process tree; 100 = one core), and the targets are ratios taken within
+each round, then the median: `raw` req/s >= 60% of the bare relay's, Markdown (`auto`)
+req/s >= 2x the trafilatura relay's. `--profile` then samples the gateway with py-spy under
+load in each mode and prints where its time goes.
+
+    .venv/bin/python bench/fetch.py [--rounds 3] [--requests 1000] [--slow-requests 200]
+                                    [--concurrency 1 32] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import urllib.request
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from common import REPO, Children, LoadResult, free_port, median, rotated, run_load, wait_for_port
+
+HOST = "news.example.com"  # a public-looking name; the gateway's resolver maps it to loopback
+PAGE_PATH = "/2026/03/egress-gateways-for-agents.html"
+PAGE_BYTES = 100_000
+MAX_CHARS = 200_000  # the contract's default limits.max_chars: the whole page comes back
+DIRECT, BARE, TRAFILATURA = "direct (nginx GET)", "bare relay", "trafilatura relay"
+RAW, MARKDOWN = "gateway raw", "gateway auto (markdown)"
+RAW_TARGET = 0.60  # gateway raw req/s over the bare relay's
+MARKDOWN_TARGET = 2.0  # gateway auto req/s over the trafilatura relay's
+
+VOCABULARY = (
+    "agent gateway policy request network address domain resolver audit record envelope "
+    "signature content extraction markdown latency throughput connection keepalive upstream "
+    "sandbox egress proxy tunnel certificate header response status cache search result page "
+    "article reader model tool call decision rule default allow deny private public metadata "
+    "the a of to and in that is for on with as by it from at this be are was an or which their "
+    "has have not but more its new can also one two first year data system people time security "
+    "team review operator deployment incident analysis report quarter budget"
+)
+WORDS = tuple(VOCABULARY.split())
+
+
+def sentence(rng: random.Random, low: int = 9, high: int = 24) -> str:
+    words = [rng.choice(WORDS) for _ in range(rng.randint(low, high))]
+    return " ".join(words).capitalize() + rng.choice(".......?!")
+
+
+def article_page(size: int = PAGE_BYTES, seed: int = 7) -> bytes:
+    """A news-article page of about `size` bytes: head with styles and scripts, navigation,
+    the article (headings, paragraphs with links, a list, a table, a figure, a code block),
+    related links, comments and a footer, as boilerplate-heavy as real pages are."""
+    rng = random.Random(seed)
+    nav = "".join(f'<li><a href="/section/{w}">{w.title()}</a></li>' for w in rng.sample(WORDS, 24))
+    head = textwrap.dedent(
+        f"""\
+        <!DOCTYPE html>
+        <html lang="en"><head><meta charset="utf-8">
+        <title>Egress gateways for agents: what a year of audits taught us | Example News</title>
+        <meta name="description" content="{sentence(rng)}">
+        <meta property="og:title" content="Egress gateways for agents">
+        <link rel="stylesheet" href="/static/site.css">
+        <style>body{{font-family:serif;margin:0}} .nav li{{display:inline}} .ad{{display:none}}
+        article p{{line-height:1.6}} .related a{{color:#06c}} footer{{font-size:small}}</style>
+        <script>window.dataLayer=window.dataLayer||[];function gtag(){{dataLayer.push(arguments)}}
+        gtag('js',new Date());gtag('config','G-XXXX');var t={rng.randint(0, 10**9)};</script>
+        <script type="application/ld+json">{{"@type":"NewsArticle","headline":"Egress gateways"}}
+        </script></head><body>
+        <header class="site-header"><a class="logo" href="/">Example News</a>
+        <nav class="nav"><ul>{nav}</ul></nav>
+        <form class="search" action="/search"><input name="q"><button>Search</button></form>
+        </header>
+        <div class="ad" id="ad-top">Advertisement</div>
+        <main><article>
+        <h1>Egress gateways for agents: what a year of audits taught us</h1>
+        <p class="byline">By <a href="/authors/r">R. Writer</a>, <time>2026-03-14</time></p>
+        """
+    )
+    tail_parts = ["</article>", '<aside class="related"><h2>Related</h2><ul>']
+    tail_parts += [f'<li><a href="/2026/{i}">{sentence(rng, 5, 9)}</a></li>' for i in range(12)]
+    tail_parts.append('</ul></aside><section class="comments"><h2>Comments</h2>')
+    tail_parts += [
+        f'<div class="comment"><b>user{i}</b><p>{sentence(rng)}</p></div>' for i in range(8)
+    ]
+    tail_parts.append("</section></main><footer><p>&copy; 2026 Example News</p><ul>")
+    tail_parts += [f'<li><a href="/about/{w}">{w}</a></li>' for w in rng.sample(WORDS, 16)]
+    tail_parts.append("</ul></footer><script>console.log('done')</script></body></html>\n")
+    tail = "\n".join(tail_parts)
+
+    body: list[str] = []
+    budget = size - len(head.encode()) - len(tail.encode())
+    used = 0
+    section = 0
+    while used < budget:
+        section += 1
+        block = [f"<h2>{sentence(rng, 3, 7).rstrip('.?!')}</h2>"]
+        for _ in range(rng.randint(3, 6)):
+            parts = [sentence(rng) for _ in range(rng.randint(3, 6))]
+            link = rng.randrange(len(parts))
+            parts[link] = f'<a href="/2026/{section}/{link}">{parts[link]}</a>'
+            emphasis = rng.randrange(len(parts))
+            if emphasis != link:
+                parts[emphasis] = f"<em>{parts[emphasis]}</em>"
+            block.append("<p>" + " ".join(parts) + "</p>")
+        if section % 3 == 0:
+            items = "".join(f"<li>{sentence(rng, 4, 10)}</li>" for _ in range(5))
+            block.append(f"<ul>{items}</ul>")
+        if section % 4 == 0:
+            rows = "".join(
+                f"<tr><td>{rng.choice(WORDS)}</td><td>{rng.randint(1, 999)}</td>"
+                f"<td>{rng.random():.2f}</td></tr>"
+                for _ in range(6)
+            )
+            block.append(f"<table><tr><th>name</th><th>count</th><th>share</th></tr>{rows}</table>")
+        if section % 5 == 0:
+            block.append(
+                f'<figure><img src="/img/{section}.jpg" alt="{sentence(rng, 3, 6)}">'
+                f"<figcaption>{sentence(rng, 5, 10)}</figcaption></figure>"
+            )
+        if section % 6 == 0:
+            block.append(
+                f"<pre><code>curl -X POST /v1/fetch -d '{{\"n\": {section}}}'</code></pre>"
+            )
+        text = "\n".join(block) + "\n"
+        used += len(text.encode())
+        body.append(text)
+    page = (head + "".join(body) + tail).encode()
+    return page
+
+
+def nginx_binary() -> str:
+    for candidate in (shutil.which("nginx"), "/usr/sbin/nginx"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    sys.exit("nginx not found: install Debian's nginx-light (apt-get install -y nginx-light)")
+
+
+def nginx_config(prefix: Path, port: int) -> str:
+    temp = prefix / "nginx-temp"
+    return textwrap.dedent(
+        f"""\
+        daemon off;
+        worker_processes 1;
+        pid {prefix}/nginx.pid;
+        error_log {prefix}/nginx-error.log warn;
+        events {{ worker_connections 4096; }}
+        http {{
+            access_log off;
+            sendfile on;
+            tcp_nopush off;
+            tcp_nodelay on;
+            keepalive_requests 1000000;
+            keepalive_timeout 75s;
+            client_body_temp_path {temp}/body;
+            proxy_temp_path {temp}/proxy;
+            fastcgi_temp_path {temp}/fastcgi;
+            uwsgi_temp_path {temp}/uwsgi;
+            scgi_temp_path {temp}/scgi;
+            types {{ text/html html; }}
+            default_type application/octet-stream;
+            charset utf-8;
+            server {{
+                listen 127.0.0.1:{port};
+                root {prefix}/www;
+            }}
+        }}
+        """
+    )
+
+
+def gateway_files(folder: Path, gateway_port: int, nginx_port: int) -> Path:
+    policy = folder / "bench-policy.yaml"
+    policy.write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            name: bench-fetch
+            default: deny
+            schemes: [http]
+            ports: [{nginx_port}]
+            domains:
+              allow: ["{HOST}"]
+            networks:
+              allow: ["127.0.0.0/8"]
+            limits: {{max_chars: {MAX_CHARS}}}
+            """
+        )
+    )
+    config = folder / "gateway.yaml"
+    config.write_text(
+        textwrap.dedent(
+            f"""\
+            listen: {{host: 127.0.0.1, port: {gateway_port}}}
+            instance_id: bench
+            policy: bench-policy.yaml
+            audit: {{path: "audit/gateway-{{instance}}.jsonl"}}
+            resolver:
+              hosts:
+                {HOST}: ["127.0.0.1"]
+            """
+        )
+    )
+    return config
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    name: str
+    url: str
+    body: bytes | None  # None: GET
+    pid: int
+    slow: bool = False
+
+
+def post(url: str, payload: dict[str, object]) -> dict[str, object]:
+    request = urllib.request.Request(
+        url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as resp:  # noqa: S310 (loopback only)
+        return json.loads(resp.read())  # type: ignore[no-any-return]
+
+
+def check_targets(targets: list[Target], page: bytes) -> list[str]:
+    """One request per target before timing anything: each must answer the whole page."""
+    sha = hashlib.sha256(page).hexdigest()
+    notes = []
+    for target in targets:
+        if target.body is None:
+            with urllib.request.urlopen(target.url, timeout=10) as resp:  # noqa: S310
+                if resp.read() != page:
+                    sys.exit(f"{target.name}: nginx served a different page")
+            continue
+        answer = post(target.url, json.loads(target.body))
+        if "envelope" in answer:
+            envelope = answer["envelope"]
+            assert isinstance(envelope, dict)
+            if envelope.get("body_sha256") != sha or envelope.get("truncated"):
+                sys.exit(f"{target.name}: unexpected envelope {envelope}")
+            notes.append(
+                f"{target.name}: {envelope['extract_mode']} text of {envelope['total_chars']} "
+                f"chars, response {len(json.dumps(answer))} bytes"
+            )
+        else:
+            if answer.get("sha256") != sha:
+                sys.exit(f"{target.name}: unexpected answer {str(answer)[:300]}")
+            if "content" in answer:
+                notes.append(f"{target.name}: markdown of {len(str(answer['content']))} chars")
+    return notes
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """User + system CPU of `root` and its descendants, from /proc."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0.0)
+        todo.extend(child for child, parent in parents.items() if parent == pid)
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    result: LoadResult
+    cpu_seconds: float  # the target's process tree, during the timed requests
+
+    @property
+    def cpu_percent(self) -> float:
+        return 100 * self.cpu_seconds / self.result.seconds if self.result.seconds else 0.0
+
+    @property
+    def cpu_ms_per_request(self) -> float:
+        return 1000 * self.cpu_seconds / self.result.requests if self.result.requests else 0.0
+
+
+def measure(target: Target, concurrency: int, requests: int) -> Cell:
+    # Warm-up in its own run: it fills the servers' upstream pools and caches, and its CPU
+    # stays out of the figures.
+    run_load(target.url, body=target.body, concurrency=concurrency, requests=max(concurrency, 4))
+    cpu_before = tree_cpu_seconds(target.pid)
+    result = run_load(target.url, body=target.body, concurrency=concurrency, requests=requests)
+    return Cell(result, tree_cpu_seconds(target.pid) - cpu_before)
+
+
+def py_spy_binary(folder: Path) -> str:
+    found = shutil.which("py-spy")
+    if found:
+        return found
+    target = folder / "py-spy"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--target", str(target), "py-spy"],
+        check=True,
+    )
+    return str(target / "bin" / "py-spy")
+
+
+def profile(py_spy: str, target: Target, concurrency: int, requests: int, out: Path) -> None:
+    """Sample the gateway under load and print where its active threads spend their time."""
+    spy = subprocess.Popen(
+        [py_spy, "record", "--pid", str(target.pid), "--rate", "200", "--gil", "--format", "raw",
+         "--output", str(out), "--nonblocking"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    time.sleep(1.5)
+    run_load(target.url, body=target.body, concurrency=concurrency, requests=requests)
+    spy.send_signal(2)
+    _, err = spy.communicate(timeout=60)
+    if not out.exists():
+        print(f"py-spy wrote nothing: {err.decode(errors='replace')[-500:]}")
+        return
+    inclusive: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    total = 0
+    for line in out.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        total += count
+        frames = [frame_name(f) for f in stack.split(";")]
+        for name in set(frames):
+            inclusive[name] += count
+        own[frames[-1]] += count
+    print(f"\nprofile of gateway, {target.name}, c={concurrency}: {total} samples (active threads)")
+    print("  inclusive (gateway code):")
+    gateway = [(n, c) for n, c in inclusive.most_common() if "gateway/" in n]
+    for name, count in gateway[:22]:
+        print(f"    {100 * count / total:5.1f}%  {name}")
+    print("  self (any code):")
+    for name, count in own.most_common(15):
+        print(f"    {100 * count / total:5.1f}%  {name}")
+
+
+def frame_name(frame: str) -> str:
+    """`func (path/to/file.py:123)` -> `func (short/file.py)`, so lines of one function merge."""
+    name, _, where = frame.partition(" (")
+    path = where.rstrip(")").rsplit(":", 1)[0]
+    for marker in ("site-packages/", "/gateway/", "/lib/python3"):
+        if marker in path:
+            path = path[path.index(marker) + (1 if marker.startswith("/") else 0) :]
+            break
+    return f"{name} ({path})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=1000, help="per cell per round")
+    parser.add_argument(
+        "--slow-requests", type=int, default=200, help="per cell per round, extraction targets"
+    )
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
+    parser.add_argument("--profile", action="store_true", help="py-spy the gateway afterwards")
+    args = parser.parse_args()
+
+    page = article_page()
+    with tempfile.TemporaryDirectory(prefix="bench-fetch-") as temp, Children() as children:
+        folder = Path(temp)
+        folder.chmod(0o755)  # nginx workers may run as another user
+        (folder / "www" / PAGE_PATH.rsplit("/", 1)[0].lstrip("/")).mkdir(parents=True)
+        (folder / "www" / PAGE_PATH.lstrip("/")).write_bytes(page)
+        (folder / "nginx-temp").mkdir()
+        nginx_port, gateway_port, bare_port, traf_port = (free_port() for _ in range(4))
+        (folder / "nginx.conf").write_text(nginx_config(folder, nginx_port))
+        nginx = children.start(
+            [nginx_binary(), "-p", str(folder), "-c", str(folder / "nginx.conf"),
+             "-e", str(folder / "nginx-error.log")],
+            log=folder / "nginx.out",
+        )  # fmt: skip
+        config = gateway_files(folder, gateway_port, nginx_port)
+        environment = dict(os.environ, PYTHONPATH=str(REPO))
+        gateway = children.start(
+            [sys.executable, "-m", "gateway", "serve", "--config", str(config)],
+            log=folder / "gateway.log",
+            cwd=folder,
+            env=environment,
+        )
+        relay = str(Path(__file__).resolve().parent / "relays.py")
+        bare = children.start(
+            [sys.executable, relay, "--kind", "bare", "--port", str(bare_port)],
+            log=folder / "bare.log",
+        )
+        traf = children.start(
+            [sys.executable, relay, "--kind", "trafilatura", "--port", str(traf_port)],
+            log=folder / "trafilatura.log",
+        )
+        try:
+            for process, port in (
+                (nginx, nginx_port), (gateway, gateway_port), (bare, bare_port), (traf, traf_port)
+            ):  # fmt: skip
+                wait_for_port(port, process=process, timeout=60)
+        except RuntimeError as exc:
+            for log in ("nginx-error.log", "gateway.log", "bare.log", "trafilatura.log"):
+                if (folder / log).exists():
+                    print(f"--- {log}\n{(folder / log).read_text()[-3000:]}", file=sys.stderr)
+            sys.exit(str(exc))
+
+        page_url = f"http://127.0.0.1:{nginx_port}{PAGE_PATH}"
+        gateway_page = f"http://{HOST}:{nginx_port}{PAGE_PATH}"
+        api = "/v1/fetch"
+
+        def gateway_body(mode: str) -> bytes:
+            return json.dumps(
+                {"url": gateway_page, "extract_mode": mode, "max_chars": MAX_CHARS}
+            ).encode()
+
+        targets = [
+            Target(DIRECT, page_url, None, nginx.pid),
+            Target(
+                BARE,
+                f"http://127.0.0.1:{bare_port}{api}",
+                json.dumps({"url": page_url}).encode(),
+                bare.pid,
+            ),
+            Target(
+                RAW,
+                f"http://127.0.0.1:{gateway_port}{api}",
+                gateway_body("raw"),
+                gateway.pid,
+            ),
+            Target(
+                MARKDOWN,
+                f"http://127.0.0.1:{gateway_port}{api}",
+                gateway_body("auto"),
+                gateway.pid,
+                slow=True,
+            ),
+            Target(
+                TRAFILATURA,
+                f"http://127.0.0.1:{traf_port}{api}",
+                json.dumps({"url": page_url}).encode(),
+                traf.pid,
+                slow=True,
+            ),
+        ]
+        notes = check_targets(targets, page)
+        print(
+            f"page: {len(page)} bytes of HTML at {PAGE_PATH}; {args.rounds} rounds; "
+            f"{args.requests} requests per cell ({args.slow_requests} for extraction targets); "
+            f"load generator: aiohttp, own process, keep-alive"
+        )
+        for note in notes:
+            print(f"  {note}")
+
+        cells: dict[tuple[int, str], list[Cell]] = defaultdict(list)
+        for round_index in range(args.rounds):
+            for concurrency in args.concurrency:
+                for target in rotated(targets, round_index):
+                    count = args.slow_requests if target.slow else args.requests
+                    cell = measure(target, concurrency, max(count, concurrency))
+                    cells[(concurrency, target.name)].append(cell)
+            print(f"  round {round_index + 1}/{args.rounds} done", file=sys.stderr)
+
+        report(targets, cells, args.concurrency)
+
+        if args.profile:
+            spy = py_spy_binary(folder)
+            for target in targets[2:4]:
+                profile(spy, target, max(args.concurrency), 
+                        args.slow_requests * 3 if target.slow else args.requests * 3,
+                        folder / f"profile-{target.name.split()[1]}.txt")  # fmt: skip
+
+
+def ratio_per_round(cells: list[Cell], base: list[Cell]) -> float:
+    return median([c.result.rps / b.result.rps for c, b in zip(cells, base, strict=True)])
+
+
+def cpu_ratio(cells: list[Cell], base: list[Cell]) -> float:
+    """Base CPU per request over this target's: the req/s ratio if both had a core to
+    themselves, and less disturbed by other load on the machine than req/s."""
+    return median(
+        [b.cpu_ms_per_request / c.cpu_ms_per_request for c, b in zip(cells, base, strict=True)]
+    )
+
+
+def report(
+    targets: list[Target], cells: dict[tuple[int, str], list[Cell]], levels: list[int]
+) -> None:
+    print(
+        "\n| c | target | req/s | × bare relay | p50 ms | p99 ms | CPU % | CPU ms/req | failed |"
+        "\n|---|---|---|---|---|---|---|---|---|"
+    )
+    for concurrency in levels:
+        base = cells[(concurrency, BARE)]
+        for target in targets:
+            runs = cells[(concurrency, target.name)]
+            print(
+                f"| {concurrency} | {target.name} "
+                f"| {median([c.result.rps for c in runs]):.0f} "
+                f"| {ratio_per_round(runs, base):.2f} "
+                f"| {median([c.result.p50_ms for c in runs]):.2f} "
+                f"| {median([c.result.p99_ms for c in runs]):.2f} "
+                f"| {median([c.cpu_percent for c in runs]):.0f} "
+                f"| {median([c.cpu_ms_per_request for c in runs]):.2f} "
+                f"| {sum(c.result.failures for c in runs)} |"
+            )
+    failures = [
+        (key, c.result.failure_sample)
+        for key, runs in cells.items()
+        for c in runs
+        if c.result.failures
+    ]
+    if failures:
+        print(f"\nfailed requests, first: {failures[0]}")
+    print()
+    for concurrency in levels:
+        for name, base_name, goal in (
+            (RAW, BARE, RAW_TARGET),
+            (MARKDOWN, TRAFILATURA, MARKDOWN_TARGET),
+        ):
+            runs, base = cells[(concurrency, name)], cells[(concurrency, base_name)]
+            ratio = ratio_per_round(runs, base)
+            print(
+                f"c={concurrency}: {name} / {base_name} req/s = {ratio:.2f} "
+                f"(target >= {goal:.2f}: {'met' if ratio >= goal else 'MISSED'}); "
+                f"by CPU per request {cpu_ratio(runs, base):.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
