@@ -30,8 +30,9 @@ from gateway.policy.load import PolicyValidationError, load_default_policy, load
 from gateway.policy.model import Policy
 from gateway.provenance.dsse import DSSEError, Signer, load_public_key
 from gateway.search import build_engine
-from gateway.search.ids import InMemoryIdStore
+from gateway.search.ids import IdStore, InMemoryIdStore
 from gateway.search.providers import ADAPTERS
+from gateway.state.wiring import connect_shared_state
 from gateway.tools.envelope import now_iso
 from gateway.tools.registry import ToolRegistry, ToolSpec
 from gateway.tools.research import ResearchTool
@@ -161,7 +162,13 @@ class Services:
             user_agent=config.fetch.user_agent,
         )
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="extract")
-        self.ids = InMemoryIdStore(ttl=config.search.id_ttl, clock=time.monotonic)
+        # state.redis: limits, search cache, provider health and ids shared across replicas.
+        self.shared = connect_shared_state(config, self.instance_id, self.metrics)
+        self.ids: IdStore = (
+            self.shared.ids
+            if self.shared
+            else InMemoryIdStore(ttl=config.search.id_ttl, clock=time.monotonic)
+        )
         self.webfetch = WebFetchTool(
             fetcher=self.fetcher,
             audit=self.audit,
@@ -193,7 +200,13 @@ class Services:
             ],
             timeout=config.search.timeout,
         )
-        self.search = build_engine(config.search, self.search_transport, time.time)
+        self.search = build_engine(
+            config.search,
+            self.search_transport,
+            time.time,
+            health=self.shared.health if self.shared else None,
+            cache=self.shared.search_cache if self.shared else None,
+        )
         self.websearch = WebSearchTool(
             engine=self.search, audit=self.audit, ids=self.ids, signer=self.signer
         )
@@ -216,9 +229,22 @@ class Services:
         # Called first when the services close (the proxy ends what is still open).
         self.on_close: list[Callable[[], Awaitable[None]]] = []
         # Per-client request and concurrency limits; a shared store may replace it.
-        self.limiter: Limiter = InMemoryLimiter()
+        self.limiter: Limiter = self.shared.limiter if self.shared else InMemoryLimiter()
         # Checks /readyz runs; each returns a problem or None.
         self.readiness_checks: list[Callable[[], str | None]] = [self._audit_problem]
+        self.metrics.add_refresher(self._refresh_search_metrics)
+        if self.shared is not None:
+            self.readiness_checks.append(self.shared.state.readiness_problem)
+            shared_state = self.shared.state
+
+            async def shared_status() -> dict[str, Any]:
+                return shared_state.status()
+
+            self.status_providers["shared_state"] = shared_status
+
+    async def _refresh_search_metrics(self) -> None:
+        status = await self.search.status()
+        self.metrics.set_search(status["providers"], status["cache"])
 
     def _audit_problem(self) -> str | None:
         status = self.audit.status()
@@ -236,6 +262,8 @@ class Services:
         for closer in self.on_close:
             await closer()
         await self.fetcher.close()
+        if self.shared is not None:
+            await self.shared.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.audit.close()
 

@@ -43,6 +43,8 @@ async def serve(
 ) -> int:
     services = Services(config)
     services.open()
+    if services.shared is not None:
+        await services.shared.start()
     install_forward_proxy(services)
     stop = stop or asyncio.Event()
     app = make_app(services)
