@@ -181,7 +181,9 @@ class ProxyEnv:
             await runner.cleanup()
 
 
-async def start_site(app: web.Application, context: ssl.SSLContext | None = None) -> tuple[web.AppRunner, int]:
+async def start_site(
+    app: web.Application, context: ssl.SSLContext | None = None
+) -> tuple[web.AppRunner, int]:
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)

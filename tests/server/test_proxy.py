@@ -1,0 +1,198 @@
+"""The forward proxy, absolute-form http://: real clients (curl -x, aiohttp proxy=) against a
+loopback upstream, with the audit file checked for every decision."""
+
+from __future__ import annotations
+
+import aiohttp
+import orjson
+import pytest
+
+from gateway.config import ClientLimits, ServerConfig
+from tests.server.proxy_env import BIG, curl, parse_head, raw_exchange, start_env
+
+
+@pytest.fixture
+async def env(tmp_path, make_config):
+    environment = await start_env(tmp_path, make_config)
+    yield environment
+    await environment.close()
+
+
+async def test_allowed_get_is_forwarded_and_audited(env) -> None:
+    result = await curl("-x", env.proxy_url, env.url("/page"))
+    assert result.status == 200 and result.body == b"hello through the proxy"
+    [record] = env.records("proxy_http")
+    assert record["event"]["outcome"] == "success" and record["event"]["type"] == ["allowed"]
+    assert record["policy"]["decision"] == "allow"
+    assert record["policy"]["rule"] == "domains.allow[0]"
+    assert record["policy"]["sha256"] == env.services.state.default_policy.sha256
+    assert record["destination"] == {
+        "domain": "site.example.com",
+        "ip": "127.0.0.1",
+        "port": env.upstream_port,
+    }
+    assert record["http"] == {
+        "request": {"method": "GET"},
+        "response": {"status_code": 200, "bytes": len(b"hello through the proxy")},
+    }
+
+
+@pytest.mark.parametrize(
+    ("host", "path", "args", "reason", "rule"),
+    [
+        ("denied.example.org", "/page", (), "domain_not_allowed", "default"),
+        ("blocked.example.com", "/page", (), "domain_denied", "domains.deny[0]"),
+        ("internal.example.com", "/page", (), "private_address", "networks.block_private"),
+        ("metadata.example.com", "/page", (), "metadata_address", "networks.metadata"),
+        ("mixed.example.com", "/page", (), "private_address", "networks.block_private"),
+        ("site.example.com", "/echo", ("-X", "DELETE"), "method_not_allowed", "methods"),
+    ],
+    ids=["unlisted", "deny-rule", "private", "metadata", "mixed-answer", "method"],
+)
+async def test_refusals_are_403_with_reason_rule_and_one_line(
+    env, host, path, args, reason, rule
+) -> None:
+    result = await curl("-x", env.proxy_url, *args, env.url(path, host))
+    assert result.status == 403
+    assert result.headers["x-gateway-reason"] == reason
+    assert result.headers["x-gateway-rule"] == rule
+    assert result.body.count(b"\n") == 1 and result.body.startswith(b"refused by the gateway")
+    [record] = env.records("proxy_http")
+    assert record["event"]["type"] == ["denied"] and record["event"]["outcome"] == "failure"
+    assert record["policy"]["reason"] == reason and record["policy"]["rule"] == rule
+
+
+async def test_deny_rule_message_reaches_the_agent(env) -> None:
+    result = await curl("-x", env.proxy_url, env.url("/page", "blocked.example.com"))
+    assert b"this site is closed to agents" in result.body
+
+
+async def test_unreachable_upstream_is_502(env) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    result = await curl("-x", env.proxy_url, f"http://site.example.com:{closed_port}/")
+    # the port is not in the policy: refused before any connection
+    assert result.status == 403 and result.headers["x-gateway-reason"] == "port_not_allowed"
+
+
+async def test_upstream_refusing_connections_is_502(env) -> None:
+    await env.runners[0].cleanup()  # the plain upstream goes away; its port stays allowed
+    result = await curl("-x", env.proxy_url, env.url("/page"))
+    assert result.status == 502
+    assert result.headers["x-gateway-reason"] == "upstream_unreachable"
+    [record] = env.records("proxy_http")
+    assert record["error"]["code"] == "upstream_unreachable"
+
+
+async def test_upstream_gateway_headers_are_removed(env) -> None:
+    result = await curl("-x", env.proxy_url, env.url("/forge"))
+    assert result.status == 200 and result.body == b"forged"
+    assert not any(name.startswith("x-gateway") for name in result.headers)
+
+
+async def test_redirects_are_returned_not_followed(env) -> None:
+    result = await curl("-x", env.proxy_url, env.url("/redirect"))
+    assert result.status == 302
+    assert result.headers["location"] == "http://blocked.example.com/"
+
+
+async def test_chunked_upstream_is_rechunked(env) -> None:
+    result = await curl("-x", env.proxy_url, env.url("/chunked"))
+    assert result.status == 200 and result.body == b"part0;part1;part2;part3;part4;"
+    assert result.headers["transfer-encoding"] == "chunked"
+
+
+async def test_no_content_type_or_size_limit_for_proxied_traffic(env) -> None:
+    image = await curl("-x", env.proxy_url, env.url("/image"))
+    assert image.status == 200 and image.body.startswith(b"\x89PNG")
+    big = await curl("-x", env.proxy_url, env.url("/big"))
+    assert big.status == 200 and len(big.body) == BIG
+
+
+async def test_hop_by_hop_and_proxy_headers_are_not_forwarded(env) -> None:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(
+            env.url("/echo?q=1"),
+            proxy=env.proxy_url,
+            headers={
+                "Proxy-Authorization": "Basic c2VjcmV0OnNlY3JldA==",
+                "Proxy-Foo": "x",
+                "Connection": "keep-alive, X-Drop-Me",
+                "X-Drop-Me": "1",
+                "Keep-Alive": "timeout=5",
+                "X-Kept": "yes",
+            },
+        ) as response,
+    ):
+        assert response.status == 200
+        echoed = await response.json()
+    names = {name.lower() for name, _ in echoed["headers"]}
+    assert "x-kept" in names
+    assert not names & {"proxy-authorization", "proxy-foo", "x-drop-me", "keep-alive"}
+    assert echoed["path"] == "/echo?q=1"
+    assert dict((k.lower(), v) for k, v in echoed["headers"])["host"] == (
+        f"site.example.com:{env.upstream_port}"
+    )
+
+
+async def test_post_body_is_forwarded(env) -> None:
+    result = await curl("-x", env.proxy_url, "--data-binary", "a=1&b=2", env.url("/echo"))
+    assert result.status == 200
+    echoed = orjson.loads(result.body)
+    assert echoed["body"] == "a=1&b=2" and echoed["method"] == "POST"
+
+
+async def test_keep_alive_carries_several_requests(env) -> None:
+    request = (
+        f"GET {env.url('/page')} HTTP/1.1\r\nHost: site.example.com:{env.upstream_port}\r\n\r\n"
+    ).encode()
+    closing = request.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")
+    raw = await raw_exchange(env.port, request + request + closing)
+    assert raw.count(b"HTTP/1.1 200") == 3
+    assert raw.count(b"hello through the proxy") == 3
+    assert len(env.records("proxy_http")) == 3
+
+
+async def test_aiohttp_client_through_the_proxy(env) -> None:
+    async with aiohttp.ClientSession() as session:
+        for _ in range(3):
+            async with session.get(env.url("/page"), proxy=env.proxy_url) as response:
+                assert response.status == 200
+                assert await response.text() == "hello through the proxy"
+
+
+async def test_connections_per_ip_are_capped(tmp_path, make_config) -> None:
+    env = await start_env(tmp_path, make_config, server=ServerConfig(max_connections_per_ip=1))
+    try:
+        import asyncio
+
+        reader, writer = await asyncio.open_connection("127.0.0.1", env.port)
+        second = await raw_exchange(env.port, b"", read_timeout=2)
+        status, headers, _ = parse_head(second)
+        assert status == 503 and headers["x-gateway-reason"] == "unavailable"
+        writer.close()
+    finally:
+        await env.close()
+
+
+async def test_rate_limit_is_429_with_retry_after(tmp_path, make_config) -> None:
+    env = await start_env(
+        tmp_path,
+        make_config,
+        clients=(("agent", "tok-1", ClientLimits(requests_per_minute=2)),),
+    )
+    try:
+        statuses = []
+        for _ in range(3):
+            result = await curl("-x", env.proxy_url, "-U", "agent:tok-1", env.url("/page"))
+            statuses.append(result.status)
+        assert statuses == [200, 200, 429]
+        assert result.headers["x-gateway-reason"] == "rate_limited"
+        assert 1 <= int(result.headers["retry-after"]) <= 60
+        assert env.records("proxy_http")[-1]["error"]["code"] == "rate_limited"
+    finally:
+        await env.close()

@@ -1,0 +1,293 @@
+"""CONNECT tunnels: curl -p -x and the ssl module against a loopback TLS server with a test
+CA; SSH bytes, SNI mismatches, refusals, limits, timeouts and reload-driven closes."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from pathlib import Path
+
+import pytest
+
+from gateway.config import ClientConfig, ClientLimits, ProxyConfig
+from tests.server.proxy_env import (
+    BIG,
+    curl,
+    parse_head,
+    raw_exchange,
+    start_env,
+    token_hash,
+)
+
+
+@pytest.fixture
+async def env(tmp_path, make_config):
+    environment = await start_env(tmp_path, make_config)
+    yield environment
+    await environment.close()
+
+
+async def open_tunnel(env, authority: str, auth: str | None = None):
+    reader, writer = await asyncio.open_connection("127.0.0.1", env.port)
+    extra = f"Proxy-Authorization: {auth}\r\n" if auth else ""
+    writer.write(f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n{extra}\r\n".encode())
+    head = await reader.readuntil(b"\r\n\r\n")
+    return reader, writer, head
+
+
+async def read_to_end(reader, timeout: float = 5.0) -> bytes:
+    chunks = []
+    async with asyncio.timeout(timeout):
+        while chunk := await reader.read(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def wait_for_records(env, action: str, count: int = 1) -> list[dict]:
+    for _ in range(100):
+        records = env.records(action)
+        if len(records) >= count:
+            return records
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no {action} record")
+
+
+async def test_curl_https_through_a_tunnel(env) -> None:
+    url = f"https://site.example.com:{env.tls_port}/big"
+    result = await curl("-p", "-x", env.proxy_url, "--cacert", env.ca.ca_path, url)
+    assert result.status == 200 and len(result.body) == BIG, result.stderr
+    [opened] = env.records("proxy_connect")
+    assert opened["event"]["outcome"] == "success"
+    assert opened["destination"] == {
+        "domain": "site.example.com",
+        "ip": "127.0.0.1",
+        "port": env.tls_port,
+    }
+    [closed] = await wait_for_records(env, "tunnel_close")
+    assert closed["event"]["id"] == opened["event"]["id"]
+    assert closed["tunnel"]["bytes_down"] > BIG and closed["tunnel"]["bytes_up"] > 0
+    assert closed["tunnel"]["end"] in {"closed", "client_closed", "upstream_closed"}
+    assert closed["policy"]["sha256"] == env.services.state.default_policy.sha256
+
+
+async def test_ssh_bytes_are_refused_as_not_tls(env) -> None:
+    reader, writer, head = await open_tunnel(env, f"site.example.com:{env.tls_port}")
+    assert head.startswith(b"HTTP/1.1 200")
+    writer.write(b"SSH-2.0-OpenSSH_9.6\r\n")
+    assert await read_to_end(reader) == b""
+    writer.close()
+    [closed] = await wait_for_records(env, "tunnel_close")
+    assert closed["policy"]["decision"] == "deny" and closed["policy"]["reason"] == "not_tls"
+    assert closed["event"]["type"] == ["denied"] and closed["tunnel"]["end"] == "not_tls"
+
+
+@pytest.mark.parametrize(
+    ("server_hostname", "reason"),
+    [("other.example.com", "sni_mismatch"), ("site.example.com", None)],
+    ids=["fronting", "matching"],
+)
+async def test_sni_must_name_the_connect_host(env, server_hostname, reason) -> None:
+    reader, writer, head = await open_tunnel(env, f"site.example.com:{env.tls_port}")
+    assert head.startswith(b"HTTP/1.1 200")
+    context = ssl.create_default_context(cafile=env.ca.ca_path)
+    context.check_hostname = False  # the test CA's leaf names site.example.com only
+    # Drive the handshake over the tunnel with memory BIOs, so the real ClientHello the ssl
+    # module builds for this server_hostname is what the proxy sees.
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = context.wrap_bio(incoming, outgoing, server_hostname=server_hostname)
+    done = False
+    for _ in range(10):
+        try:
+            client.do_handshake()
+            done = True
+            break
+        except ssl.SSLWantReadError:
+            writer.write(outgoing.read())
+            data = await asyncio.wait_for(reader.read(65536), 5)
+            if not data:
+                break
+            incoming.write(data)
+    writer.close()
+    [closed] = await wait_for_records(env, "tunnel_close")
+    if reason is None:
+        assert done and closed["event"]["type"] == ["end"]
+    else:
+        assert not done
+        assert closed["policy"]["reason"] == reason and closed["tunnel"]["end"] == reason
+
+
+@pytest.mark.parametrize(
+    ("authority", "status", "reason", "rule"),
+    [
+        ("denied.example.org:{tls}", 403, "domain_not_allowed", "default"),
+        ("internal.example.com:{tls}", 403, "private_address", "networks.block_private"),
+        ("site.example.com:{plain}", 403, "port_not_allowed", "proxy.connect_ports"),
+        ("site.example.com:22", 403, "port_not_allowed", "proxy.connect_ports"),
+        ("127.0.0.1:{tls}", 200, None, None),
+        ("[::ffff:10.0.0.5]:{tls}", 403, "ip_literal_not_allowed", "default"),
+    ],
+    ids=["unlisted", "private", "plain-port", "ssh-port", "allowed-literal", "mapped-private"],
+)
+async def test_connect_decisions(env, authority, status, reason, rule) -> None:
+    authority = authority.format(tls=env.tls_port, plain=env.upstream_port)
+    reader, writer, head = await open_tunnel(env, authority)
+    got, headers, _ = parse_head(head)
+    writer.close()
+    assert got == status
+    [record] = env.records("proxy_connect")
+    assert record["policy"]["reason"] == reason
+    if reason is not None:
+        assert headers["x-gateway-reason"] == reason and headers["x-gateway-rule"] == rule
+        assert record["event"]["type"] == ["denied"]
+
+
+async def test_connect_to_the_proxy_itself_is_own_address(tmp_path, make_config) -> None:
+    env = await start_env(tmp_path, make_config, proxy=ProxyConfig(connect_ports=(443,)))
+    try:
+        env.proxy.proxy_config = ProxyConfig(connect_ports=(env.port,))
+        policy_ports = env.services.state.default_policy.ports
+        assert env.port not in policy_ports  # so the ports rule refuses first
+        reader, writer, head = await open_tunnel(env, f"site.example.com:{env.port}")
+        writer.close()
+        assert parse_head(head)[1]["x-gateway-reason"] == "port_not_allowed"
+    finally:
+        await env.close()
+
+
+async def test_idle_tunnel_is_closed(tmp_path, make_config) -> None:
+    env = await start_env(tmp_path, make_config, proxy=ProxyConfig(tunnel_idle_timeout=0.3))
+    env.proxy.proxy_config = ProxyConfig(
+        connect_ports=(env.tls_port,), require_tls=False, tunnel_idle_timeout=0.3
+    )
+    try:
+        reader, writer, head = await open_tunnel(env, f"site.example.com:{env.tls_port}")
+        assert head.startswith(b"HTTP/1.1 200")
+        assert await read_to_end(reader, timeout=3) == b""
+        writer.close()
+        [closed] = await wait_for_records(env, "tunnel_close")
+        assert closed["tunnel"]["end"] == "idle_timeout"
+        assert closed["event"]["outcome"] == "success"
+    finally:
+        await env.close()
+
+
+async def test_max_duration_ends_a_busy_tunnel(tmp_path, make_config) -> None:
+    env = await start_env(tmp_path, make_config)
+    env.proxy.proxy_config = ProxyConfig(
+        connect_ports=(env.tls_port,), require_tls=False, tunnel_max_duration=0.3
+    )
+    try:
+        reader, writer, head = await open_tunnel(env, f"site.example.com:{env.tls_port}")
+        assert head.startswith(b"HTTP/1.1 200")
+        await read_to_end(reader, timeout=3)
+        writer.close()
+        [closed] = await wait_for_records(env, "tunnel_close")
+        assert closed["tunnel"]["end"] == "max_duration"
+    finally:
+        await env.close()
+
+
+async def test_tunnel_pipes_raw_bytes_both_ways_without_tls_check(tmp_path, make_config) -> None:
+    """With require_tls off the tunnel is a plain pipe: talk HTTP/1.1 to the upstream."""
+    env = await start_env(tmp_path, make_config)
+    env.proxy.proxy_config = ProxyConfig(connect_ports=(env.upstream_port,), require_tls=False)
+    try:
+        reader, writer, head = await open_tunnel(env, f"site.example.com:{env.upstream_port}")
+        assert head.startswith(b"HTTP/1.1 200")
+        writer.write(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        body = await read_to_end(reader)
+        assert body.startswith(b"HTTP/1.1 200") and body.endswith(b"b" * 1000)
+        assert len(body.partition(b"\r\n\r\n")[2]) == BIG
+        writer.close()
+        [closed] = await wait_for_records(env, "tunnel_close")
+        assert closed["tunnel"]["bytes_down"] == len(body)
+    finally:
+        await env.close()
+
+
+def basic(client_id: str, token: str) -> str:
+    import base64
+
+    return "Basic " + base64.b64encode(f"{client_id}:{token}".encode()).decode()
+
+
+async def test_concurrent_limit_counts_open_tunnels(tmp_path, make_config) -> None:
+    env = await start_env(
+        tmp_path, make_config, clients=(("agent", "tok", ClientLimits(concurrent=1)),)
+    )
+    try:
+        authority = f"site.example.com:{env.tls_port}"
+        _, first, head = await open_tunnel(env, authority, basic("agent", "tok"))
+        assert head.startswith(b"HTTP/1.1 200")
+        _, second, head2 = await open_tunnel(env, authority, basic("agent", "tok"))
+        status, headers, _ = parse_head(head2)
+        assert status == 429 and headers["retry-after"] == "1"
+        first.close()
+        second.close()
+        await wait_for_records(env, "tunnel_close")
+        await asyncio.sleep(0.1)
+        _, third, head3 = await open_tunnel(env, authority, basic("agent", "tok"))
+        assert head3.startswith(b"HTTP/1.1 200")
+        third.close()
+    finally:
+        await env.close()
+
+
+@pytest.mark.parametrize(
+    ("change", "end"),
+    [("remove-client", "client_removed"), ("deny-host", "policy_reload"), ("none", None)],
+)
+async def test_reload_closes_tunnels_it_no_longer_allows(tmp_path, make_config, change, end):
+    env = await start_env(tmp_path, make_config, clients=(("agent", "tok", ClientLimits()),))
+    try:
+        reader, writer, head = await open_tunnel(
+            env, f"site.example.com:{env.tls_port}", basic("agent", "tok")
+        )
+        assert head.startswith(b"HTTP/1.1 200")
+        config = env.services.config
+        policy_path = config.policy
+        assert policy_path is not None
+        if change == "remove-client":
+            other = ClientConfig(id="other", token_sha256=token_hash("x"))
+            config = type(config)(**{**_fields(config), "clients": (other,)})
+        elif change == "deny-host":
+            path = Path(policy_path)
+            path.write_text(
+                path.read_text().replace(
+                    'deny: [{host: "blocked', 'deny: ["site.example.com", {host: "blocked'
+                )
+            )
+        assert env.services.reload(config)
+        if end is None:
+            await asyncio.sleep(0.2)
+            assert env.records("tunnel_close") == []
+            writer.close()
+            return
+        assert await read_to_end(reader) == b""
+        writer.close()
+        [closed] = await wait_for_records(env, "tunnel_close")
+        assert closed["tunnel"]["end"] == end
+    finally:
+        await env.close()
+
+
+def _fields(config) -> dict:
+    import dataclasses
+
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+
+
+async def test_connect_needs_credentials_when_clients_exist(tmp_path, make_config) -> None:
+    env = await start_env(tmp_path, make_config, clients=(("agent", "tok", ClientLimits()),))
+    try:
+        raw = await raw_exchange(
+            env.port,
+            f"CONNECT site.example.com:{env.tls_port} HTTP/1.1\r\n\r\n".encode(),
+            read_timeout=1,
+        )
+        status, headers, _ = parse_head(raw)
+        assert status == 407 and headers["proxy-authenticate"] == 'Basic realm="gateway"'
+        [failure] = env.records("auth_failure")
+        assert failure["network"] == {"application": "proxy"}
+    finally:
+        await env.close()
