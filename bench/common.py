@@ -1,15 +1,14 @@
 """What the bench scripts share: interleaved rounds, medians and percentiles, child processes
 that are always cleaned up, and a small closed-loop HTTP load generator.
 
-The load generator runs in its own process (`python bench/common.py load ...`, or `run_load`
-from a script), so the client never shares an interpreter, and so a core, with the server
-it measures. It sends a fixed number of requests per round over keep-alive connections and
-reports every latency; nothing here decides what is fast enough.
+The load generator runs in its own process (`LoadGenerator`, driven over pipes), so the
+client never shares an interpreter, and so a core, with the server it measures. It sends a
+fixed number of requests per run over keep-alive connections and reports every latency;
+nothing here decides what is fast enough.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -20,7 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -142,6 +141,83 @@ class LoadResult:
         return percentile(self.latencies_ms, 99)
 
 
+class LoadGenerator:
+    """A load-generator child process that runs one load after another, on request.
+
+    One process serves a whole bench (starting Python and aiohttp for every cell would cost
+    more than many cells). Each `run` opens fresh keep-alive connections, sends `warmup`
+    untimed requests, calls `on_warm()` (e.g. to read the target's CPU counters), then sends
+    `requests` timed ones; POST with a JSON `body`, or GET when there is none.
+    """
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> LoadGenerator:
+        self._process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "serve-load"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        with contextlib.suppress(OSError):
+            process.stdin.close()  # type: ignore[union-attr]
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+    def run(
+        self,
+        url: str,
+        *,
+        body: bytes | None = None,
+        concurrency: int,
+        requests: int,
+        warmup: int = 0,
+        timeout: float = 60.0,
+        on_warm: Callable[[], object] | None = None,
+    ) -> LoadResult:
+        process = self._process
+        if process is None or process.stdin is None or process.stdout is None:
+            raise RuntimeError("the load generator is not running (use it in a with block)")
+        command = {
+            "url": url,
+            "body": body.decode("utf-8") if body is not None else None,
+            "concurrency": concurrency,
+            "requests": requests,
+            "warmup": warmup,
+            "timeout": timeout,
+        }
+        process.stdin.write(json.dumps(command) + "\n")
+        process.stdin.flush()
+        if process.stdout.readline().strip() != "warm":
+            raise RuntimeError(f"the load generator stopped (status {process.poll()})")
+        if on_warm is not None:
+            on_warm()
+        process.stdin.write("go\n")
+        process.stdin.flush()
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the load generator stopped (status {process.poll()})")
+        data = json.loads(line)
+        return LoadResult(
+            requests=data["requests"],
+            failures=data["failures"],
+            seconds=data["seconds"],
+            latencies_ms=tuple(data["latencies_ms"]),
+            failure_sample=data["failure_sample"],
+        )
+
+
 def run_load(
     url: str,
     *,
@@ -151,41 +227,30 @@ def run_load(
     warmup: int = 0,
     timeout: float = 60.0,
 ) -> LoadResult:
-    """Run the load generator in a child process and return what it measured.
-
-    POST with a JSON `body`, or GET when there is none. `warmup` requests run first on the
-    same connections and are not counted.
-    """
-    argv = [
-        sys.executable, str(Path(__file__).resolve()), "load", url,
-        "--concurrency", str(concurrency), "--requests", str(requests),
-        "--warmup", str(warmup), "--timeout", str(timeout),
-    ]  # fmt: skip
-    if body is not None:
-        argv += ["--body", body.decode("utf-8")]
-    done = subprocess.run(
-        argv, capture_output=True, check=False, timeout=timeout * (requests + warmup) + 60
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"load generator failed: {done.stderr.decode(errors='replace')[-2000:]}")
-    data = json.loads(done.stdout)
-    return LoadResult(
-        requests=data["requests"],
-        failures=data["failures"],
-        seconds=data["seconds"],
-        latencies_ms=tuple(data["latencies_ms"]),
-        failure_sample=data["failure_sample"],
-    )
+    """One load run in a fresh load-generator process (see LoadGenerator)."""
+    with LoadGenerator() as generator:
+        return generator.run(
+            url,
+            body=body,
+            concurrency=concurrency,
+            requests=requests,
+            warmup=warmup,
+            timeout=timeout,
+        )
 
 
-async def _generate(args: argparse.Namespace) -> dict[str, Any]:
+async def _generate(
+    command: dict[str, Any], wait_go: Callable[[], Awaitable[None]]
+) -> dict[str, Any]:
     import aiohttp
 
-    body = args.body.encode("utf-8") if args.body is not None else None
+    url: str = command["url"]
+    concurrency: int = command["concurrency"]
+    body = command["body"].encode("utf-8") if command["body"] is not None else None
     headers = {"Content-Type": "application/json"} if body is not None else {}
     method = "POST" if body is not None else "GET"
-    connector = aiohttp.TCPConnector(limit=args.concurrency, force_close=False)
-    timeout = aiohttp.ClientTimeout(total=args.timeout)
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    timeout = aiohttp.ClientTimeout(total=command["timeout"])
     latencies: list[float] = []
     failures = 0
     failure_sample: str | None = None
@@ -196,7 +261,7 @@ async def _generate(args: argparse.Namespace) -> dict[str, Any]:
             nonlocal failures, failure_sample
             started = time.perf_counter()
             try:
-                async with session.request(method, args.url, data=body, headers=headers) as resp:
+                async with session.request(method, url, data=body, headers=headers) as resp:
                     payload = await resp.read()
                     ok = resp.status == 200
                     if not ok and failure_sample is None:
@@ -215,12 +280,12 @@ async def _generate(args: argparse.Namespace) -> dict[str, Any]:
 
         async def phase(count: int, record: bool) -> None:
             shared = iter([record] * count)  # workers pull from one iterator: a fixed total
-            await asyncio.gather(*(worker(shared) for _ in range(args.concurrency)))
+            await asyncio.gather(*(worker(shared) for _ in range(concurrency)))
 
-        if args.warmup:
-            await phase(args.warmup, record=False)
+        await phase(command["warmup"], record=False)
+        await wait_go()
         started = time.perf_counter()
-        await phase(args.requests, record=True)
+        await phase(command["requests"], record=True)
         seconds = time.perf_counter() - started
     return {
         "requests": len(latencies),
@@ -231,19 +296,28 @@ async def _generate(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+async def _serve_load() -> None:
+    """Commands on stdin, one JSON line each; answers "warm", waits for "go", then the result."""
+    loop = asyncio.get_running_loop()
+
+    async def read_line() -> str:
+        return await loop.run_in_executor(None, sys.stdin.readline)
+
+    async def wait_go() -> None:
+        sys.stdout.write("warm\n")
+        sys.stdout.flush()
+        await read_line()
+
+    while line := await read_line():
+        result = await _generate(json.loads(line), wait_go)
+        sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description="closed-loop HTTP load generator (JSON out)")
-    sub = parser.add_subparsers(dest="command", required=True)
-    load = sub.add_parser("load")
-    load.add_argument("url")
-    load.add_argument("--body", help="JSON request body (POST); none = GET")
-    load.add_argument("--concurrency", type=int, default=1)
-    load.add_argument("--requests", type=int, default=1000)
-    load.add_argument("--warmup", type=int, default=0)
-    load.add_argument("--timeout", type=float, default=60.0)
-    args = parser.parse_args()
-    result = asyncio.run(_generate(args))
-    sys.stdout.write(json.dumps(result))
+    if sys.argv[1:] != ["serve-load"]:
+        sys.exit("usage: common.py serve-load  (driven by LoadGenerator; JSON lines on stdin)")
+    asyncio.run(_serve_load())
 
 
 if __name__ == "__main__":

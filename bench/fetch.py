@@ -44,7 +44,17 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import REPO, Children, LoadResult, free_port, median, rotated, run_load, wait_for_port
+from common import (
+    REPO,
+    Children,
+    LoadGenerator,
+    LoadResult,
+    free_port,
+    median,
+    rotated,
+    run_load,
+    wait_for_port,
+)
 
 HOST = "news.example.com"  # a public-looking name; the gateway's resolver maps it to loopback
 PAGE_PATH = "/2026/03/egress-gateways-for-agents.html"
@@ -312,13 +322,22 @@ class Cell:
         return 1000 * self.cpu_seconds / self.result.requests if self.result.requests else 0.0
 
 
-def measure(target: Target, concurrency: int, requests: int) -> Cell:
-    # Warm-up in its own run: it fills the servers' upstream pools and caches, and its CPU
-    # stays out of the figures.
-    run_load(target.url, body=target.body, concurrency=concurrency, requests=max(concurrency, 4))
-    cpu_before = tree_cpu_seconds(target.pid)
-    result = run_load(target.url, body=target.body, concurrency=concurrency, requests=requests)
-    return Cell(result, tree_cpu_seconds(target.pid) - cpu_before)
+def measure(load: LoadGenerator, target: Target, concurrency: int, requests: int) -> Cell:
+    # The warm-up fills the servers' upstream pools; its CPU stays out of the figures.
+    cpu_before = [0.0]
+
+    def snapshot() -> None:
+        cpu_before[0] = tree_cpu_seconds(target.pid)
+
+    result = load.run(
+        target.url,
+        body=target.body,
+        concurrency=concurrency,
+        requests=requests,
+        warmup=max(concurrency, 4),
+        on_warm=snapshot,
+    )
+    return Cell(result, tree_cpu_seconds(target.pid) - cpu_before[0])
 
 
 def py_spy_binary(folder: Path) -> str:
@@ -482,13 +501,14 @@ def main() -> None:
             print(f"  {note}")
 
         cells: dict[tuple[int, str], list[Cell]] = defaultdict(list)
-        for round_index in range(args.rounds):
-            for concurrency in args.concurrency:
-                for target in rotated(targets, round_index):
-                    count = args.slow_requests if target.slow else args.requests
-                    cell = measure(target, concurrency, max(count, concurrency))
-                    cells[(concurrency, target.name)].append(cell)
-            print(f"  round {round_index + 1}/{args.rounds} done", file=sys.stderr)
+        with LoadGenerator() as load:
+            for round_index in range(args.rounds):
+                for concurrency in args.concurrency:
+                    for target in rotated(targets, round_index):
+                        count = args.slow_requests if target.slow else args.requests
+                        cell = measure(load, target, concurrency, max(count, concurrency))
+                        cells[(concurrency, target.name)].append(cell)
+                print(f"  round {round_index + 1}/{args.rounds} done", file=sys.stderr)
 
         report(targets, cells, args.concurrency)
 

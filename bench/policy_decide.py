@@ -38,8 +38,6 @@ from gateway.policy.model import Policy
 
 TLDS = ("com", "org", "net", "io", "de", "co.uk", "dev", "info")
 FORMS = ("", ".", "*.")  # exact, domain and subdomains, subdomains only
-# The rules of the small policy, by position in the large one (i % 10 == 9 are deny rules).
-SAMPLE = (0, 1001, 2002, 3003, 4004, 5005, 6006, 7007, 4999, 9999)
 BATCH = 500
 TARGET_MEDIAN_US = 20.0
 
@@ -53,6 +51,16 @@ def rule_line(i: int) -> tuple[bool, str]:
     if i % 10 == 9:
         return True, f'    - {{host: "{domain(i)}", message: "closed by rule {i}"}}'
     return False, f'    - "{FORMS[i % 3]}{domain(i)}"'
+
+
+def sample(rules: int) -> tuple[int, ...]:
+    """The small policy's 10 rules, by position in the large one: 8 allow rules spread from
+    the first to the last eighth, and the deny rules nearest the middle and the end."""
+    if rules < 100:
+        raise SystemExit("--rules must be at least 100")
+    allow = [k * rules // 8 + (1 if (k * rules // 8) % 10 == 9 else 0) for k in range(8)]
+    deny = [(rules // 2) // 10 * 10 + 9, (rules - 10) // 10 * 10 + 9]
+    return tuple(allow + deny)
 
 
 def policy_text(numbers: list[int], name: str) -> str:
@@ -75,11 +83,11 @@ class Case:
     reason: Reason | None
 
 
-def cases(round_index: int, count: int) -> list[Case]:
+def cases(rules: tuple[int, ...], round_index: int, count: int) -> list[Case]:
     """`count` URLs of every kind, unique per round (fresh names and paths defeat caches)."""
     out: list[Case] = []
-    allow_rules = [i for i in SAMPLE if i % 10 != 9]
-    deny_rules = [i for i in SAMPLE if i % 10 == 9]
+    allow_rules = [i for i in rules if i % 10 != 9]
+    deny_rules = [i for i in rules if i % 10 == 9]
     invalid = (
         "http://exa mple.com/",
         "http://425.510.425.510/",
@@ -153,10 +161,11 @@ def main() -> None:
     parser.add_argument("--rules", type=int, default=10_000)
     args = parser.parse_args()
 
+    chosen = sample(args.rules)
     with tempfile.TemporaryDirectory() as folder:
         small_path = Path(folder) / "small.yaml"
         large_path = Path(folder) / "large.yaml"
-        small_path.write_text(policy_text(list(SAMPLE), "decide-10"))
+        small_path.write_text(policy_text(list(chosen), "decide-10"))
         large_path.write_text(policy_text(list(range(args.rules)), f"decide-{args.rules}"))
         small, _ = load_policy_file(small_path)
         hosts.normalize_name.cache_clear()
@@ -172,7 +181,9 @@ def main() -> None:
     kind_medians: dict[tuple[str, str], list[float]] = {}
     for round_index in range(args.rounds):
         # Different URLs for each size, so neither warms a cache for the other.
-        work = {label: cases(round_index * 2 + k, args.urls) for k, label in enumerate(policies)}
+        work = {
+            label: cases(chosen, round_index * 2 + k, args.urls) for k, label in enumerate(policies)
+        }
         for label, policy in policies.items():
             for case in work[label][:200]:
                 check(policy, case)

@@ -1,0 +1,126 @@
+"""The bench scripts run end to end in a tiny mode and print their figures.
+
+Speed is never asserted here (benchmarks measure it); these only catch a bench that no
+longer starts, crashes, fails requests or prints no numbers. Each runs as a subprocess, as
+a user would run it, from the repository root.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+
+
+def fetch_rows(output: str) -> dict[tuple[str, str], list[str]]:
+    """The fetch table's cells by (concurrency, target)."""
+    rows = {}
+    for line in output.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 9 and cells[0].isdigit():
+            rows[(cells[0], cells[1])] = cells[2:]
+    return rows
+
+
+def check_fetch(output: str) -> None:
+    rows = fetch_rows(output)
+    targets = (
+        "direct (nginx GET)",
+        "bare relay",
+        "gateway raw",
+        "gateway auto (markdown)",
+        "trafilatura relay",
+    )
+    assert set(rows) == {(c, t) for c in ("1", "2") for t in targets}, output
+    for (concurrency, target), cells in rows.items():
+        rps, ratio, p50, p99, _cpu, _cpu_per_request, failed = cells
+        assert float(rps) > 0 and float(p50) > 0 and float(p99) >= float(p50), (target, cells)
+        assert failed == "0", (concurrency, target, output)
+    assert "raw text of 102093 chars" in output  # the gateway returned the whole page
+    for concurrency in ("1", "2"):
+        assert re.search(rf"c={concurrency}: gateway raw / bare relay req/s = {NUMBER}", output)
+        assert re.search(
+            rf"c={concurrency}: gateway auto \(markdown\) / trafilatura relay req/s = {NUMBER}",
+            output,
+        )
+
+
+def check_policy_decide(output: str) -> None:
+    for label in ("10 rules", "300 rules"):
+        assert re.search(rf"^{label}\s+[0-9]+\s+{NUMBER}\s+{NUMBER}$", output, re.M), output
+    assert re.search(rf"ratio 300 rules / 10 rules \(median\): {NUMBER}", output)
+    assert re.search(r"load of the 300 rules policy: [0-9]+ ms", output)
+
+
+def check_policy_load(output: str) -> None:
+    assert re.search(rf"policy load: 200 domain rules, .*median {NUMBER} ms", output), output
+
+
+def check_markers(output: str) -> None:
+    assert re.search(rf"english markdown\s+10\s+{NUMBER}", output), output
+
+
+def check_search(output: str) -> None:
+    assert re.search(rf"cached search: {NUMBER} ms median", output), output
+    assert re.search(rf"uncached overhead over the provider: {NUMBER} ms", output), output
+
+
+def needs_nginx() -> str | None:
+    found = shutil.which("nginx") or Path("/usr/sbin/nginx").exists()
+    return None if found else "nginx is not installed (Debian nginx-light)"
+
+
+CASES = [
+    pytest.param(
+        "fetch.py",
+        ["--rounds", "1", "--requests", "10", "--slow-requests", "2", "--concurrency", "1", "2"],
+        check_fetch,
+        needs_nginx,
+        id="fetch",
+    ),
+    pytest.param(
+        "policy_decide.py",
+        ["--rounds", "1", "--urls", "600", "--rules", "300"],
+        check_policy_decide,
+        None,
+        id="policy_decide",
+    ),
+    pytest.param(
+        "policy_load.py",
+        ["--rounds", "1", "--rules", "200"],
+        check_policy_load,
+        None,
+        id="policy_load",
+    ),
+    pytest.param("markers.py", ["--rounds", "1", "--kb", "10"], check_markers, None, id="markers"),
+    pytest.param(
+        "search.py", ["--rounds", "1", "--requests", "10"], check_search, None, id="search"
+    ),
+]
+
+
+@pytest.mark.parametrize(("script", "args", "check", "requirement"), CASES)
+def test_bench_runs_in_tiny_mode(script, args, check, requirement) -> None:
+    path = REPO / "bench" / script
+    if not path.exists():
+        pytest.skip(f"bench/{script} is not written yet")
+    missing = requirement() if requirement else None
+    if missing:
+        pytest.skip(missing)
+    done = subprocess.run(
+        [sys.executable, str(path), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr[-3000:]}"
+    check(done.stdout)
