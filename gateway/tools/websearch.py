@@ -9,7 +9,8 @@ it is written before the answer is returned (fail closed).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +75,7 @@ class WebSearchTool:
         self._audit = audit
         self._ids = ids
         self._signer = signer
+        self._views = ViewCache()
 
     async def call(self, ctx: CallContext, args: Mapping[str, Any]) -> dict[str, Any]:
         """The HTTP API body for one WebSearch call (raises GatewayError on refusal/failure)."""
@@ -106,18 +108,18 @@ class WebSearchTool:
                 )
             )
             raise
-        answer, counts = self._respond(ctx, decision, outcome)
+        answer, view = self._respond(ctx, decision, outcome)
         summary: dict[str, Any] = {
             "query": redact_text(query.query),
             "provider": outcome.provider,
             "providers_tried": list(outcome.providers_tried),
             "results": len(answer.body["results"]),
-            "filtered_policy": counts.filtered_policy,
+            "filtered_policy": view.filtered_policy,
             "filtered_domains": outcome.filtered_domains,
             "cached": outcome.cached,
         }
-        if counts.unenforced:
-            summary["unenforced_denials"] = counts.unenforced
+        if view.unenforced:
+            summary["unenforced_denials"] = view.unenforced
         self._audit.append(tool_record(action, ctx, decision=decision, search=summary))
         # Only now, with the call on record, may its results be fetched by id.
         if answer.allowed:
@@ -128,59 +130,22 @@ class WebSearchTool:
 
     def _respond(
         self, ctx: CallContext, decision: Decision, outcome: SearchOutcome
-    ) -> tuple[SearchAnswer, _Counts]:
+    ) -> tuple[SearchAnswer, ResultView]:
+        """The response for one request: a view (reused when the policy and the answer are
+        the same as before) wrapped with a fresh nonce, a new envelope and signature."""
         policy = ctx.policy
-        mark = policy.tool("WebSearch").results is ResultsHandling.MARK
-        counts = _Counts()
-        kept: list[tuple[SearchResult, str, str, dict[str, Any] | None]] = []
-        allowed: list[Ranked] = []
-        for result in outcome.results:
-            verdict = decide_result(policy, result.url)
-            flag = None
-            if not verdict.allowed:
-                counts.filtered_policy += 1
-                if not mark:
-                    continue
-                flag = {
-                    "decision": "deny",
-                    "reason": str(verdict.reason) if verdict.reason else None,
-                    "rule": verdict.rule,
-                }
-            elif verdict.reason is not None:
-                counts.unenforced += 1  # report mode: a would-be denial passes, on record
-            clean_title = sanitize(result.title)
-            clean_snippet = sanitize(result.snippet)
-            counts.lookalikes += clean_title.marker_lookalikes + clean_snippet.marker_lookalikes
-            counts.invisible += clean_title.invisible_chars + clean_snippet.invisible_chars
-            if flag is None:
-                allowed.append(Ranked(len(kept) + 1, result))
-            kept.append((result, clean_title.text, clean_snippet.text, flag))
-
+        view = self._views.get(policy, outcome.results)
         nonce = new_nonce()
-        while any(nonce in title or nonce in snippet for _, title, snippet, _ in kept):
+        while any(nonce in e.item["title"] or nonce in e.item["snippet"] for e in view.entries):
             nonce = new_nonce()  # a fresh 128-bit nonce never is in the text; re-draw if it were
-        plain: list[dict[str, Any]] = []
-        wrapped: list[dict[str, Any]] = []
-        for result, title, snippet, flag in kept:
-            item: dict[str, Any] = {
-                "id": result.id,
-                "title": title,
-                "url": result.url,
-                "snippet": snippet,
-                "domain": result.domain,
-                "published_at": result.published_at,
+        wrapped = [
+            {
+                **entry.item,
+                "title": entry.title.with_nonce(nonce),
+                "snippet": entry.snippet.with_nonce(nonce),
             }
-            if flag is not None:
-                item["policy"] = flag
-            plain.append(item)
-            wrapped.append(
-                {
-                    **item,
-                    "title": wrap(title, nonce=nonce, source=result.url),
-                    "snippet": wrap(snippet, nonce=nonce, source=result.url),
-                }
-            )
-        digest = hashlib.sha256(orjson.dumps(plain, option=orjson.OPT_SORT_KEYS)).hexdigest()
+            for entry in view.entries
+        ]
         envelope: dict[str, Any] = {
             "v": 1,
             "id": new_id(),
@@ -190,13 +155,13 @@ class WebSearchTool:
             "provider": outcome.provider,
             "fetched_at": now_iso(),
             "results": len(wrapped),
-            "content_sha256": digest,
+            "content_sha256": view.digest,
             "policy": policy_summary(decision, str(policy.mode)),
             "trust": "untrusted",
             "marker": nonce,
             "sanitized": {
-                "marker_lookalikes": counts.lookalikes,
-                "invisible_chars": counts.invisible,
+                "marker_lookalikes": view.marker_lookalikes,
+                "invisible_chars": view.invisible_chars,
             },
             "cached": outcome.cached,
         }
@@ -211,11 +176,11 @@ class WebSearchTool:
             "query_year": outcome.query_year,
             "freshness_auto_inferred": outcome.freshness_auto_inferred,
             "deduped": outcome.deduped,
-            "filtered": {"policy": counts.filtered_policy, "domains": outcome.filtered_domains},
+            "filtered": {"policy": view.filtered_policy, "domains": outcome.filtered_domains},
             "results": wrapped,
             "envelope": envelope,
         }
-        return SearchAnswer(attach_dsse(body, self._signer), tuple(allowed)), counts
+        return SearchAnswer(attach_dsse(body, self._signer), view.allowed), view
 
 
 def decide_result(policy: Policy, url: str) -> Decision:
@@ -229,12 +194,118 @@ def decide_result(policy: Policy, url: str) -> Decision:
     return verdict
 
 
-@dataclass(slots=True)
-class _Counts:
-    filtered_policy: int = 0
-    unenforced: int = 0
-    lookalikes: int = 0
-    invisible: int = 0
+@dataclass(frozen=True, slots=True)
+class WrappedText:
+    """A text wrapped by `wrap()` once, under a placeholder nonce; `with_nonce` puts a
+    response's nonce into its two marker lines, never into the text between them."""
+
+    begin: str
+    middle: str  # newline, the sanitised text, newline
+    end: str
+    placeholder: str
+
+    @classmethod
+    def of(cls, text: str, source: str, placeholder: str) -> WrappedText:
+        wrapped = wrap(text, nonce=placeholder, source=source)
+        first, last = wrapped.index("\n"), wrapped.rindex("\n")
+        return cls(wrapped[:first], wrapped[first : last + 1], wrapped[last + 1 :], placeholder)
+
+    def with_nonce(self, nonce: str) -> str:
+        begin = self.begin.replace(self.placeholder, nonce)
+        return begin + self.middle + self.end.replace(self.placeholder, nonce)
+
+
+@dataclass(frozen=True, slots=True)
+class ViewEntry:
+    item: dict[str, Any]  # the result as returned, title and snippet unwrapped; never mutated
+    title: WrappedText
+    snippet: WrappedText
+
+
+@dataclass(frozen=True, slots=True)
+class ResultView:
+    """What one policy makes of one engine answer. Holds no nonce, so it can be reused."""
+
+    entries: tuple[ViewEntry, ...]
+    allowed: tuple[Ranked, ...]
+    digest: str  # content_sha256: compact sorted-key JSON of the unwrapped results
+    filtered_policy: int
+    unenforced: int
+    marker_lookalikes: int
+    invisible_chars: int
+
+
+def build_view(policy: Policy, results: Sequence[SearchResult], placeholder: str) -> ResultView:
+    """Decide, sanitise and wrap every result under `policy`, dropping or marking the denied."""
+    mark = policy.tool("WebSearch").results is ResultsHandling.MARK
+    entries: list[ViewEntry] = []
+    allowed: list[Ranked] = []
+    filtered = unenforced = lookalikes = invisible = 0
+    for result in results:
+        verdict = decide_result(policy, result.url)
+        flag = None
+        if not verdict.allowed:
+            filtered += 1
+            if not mark:
+                continue
+            flag = {
+                "decision": "deny",
+                "reason": str(verdict.reason) if verdict.reason else None,
+                "rule": verdict.rule,
+            }
+        elif verdict.reason is not None:
+            unenforced += 1  # report mode: a would-be denial passes, on record
+        title = sanitize(result.title)
+        snippet = sanitize(result.snippet)
+        lookalikes += title.marker_lookalikes + snippet.marker_lookalikes
+        invisible += title.invisible_chars + snippet.invisible_chars
+        item: dict[str, Any] = {
+            "id": result.id,
+            "title": title.text,
+            "url": result.url,
+            "snippet": snippet.text,
+            "domain": result.domain,
+            "published_at": result.published_at,
+        }
+        if flag is None:
+            allowed.append(Ranked(len(entries) + 1, result))
+        else:
+            item["policy"] = flag
+        entries.append(
+            ViewEntry(
+                item,
+                WrappedText.of(title.text, result.url, placeholder),
+                WrappedText.of(snippet.text, result.url, placeholder),
+            )
+        )
+    plain = [entry.item for entry in entries]
+    digest = hashlib.sha256(orjson.dumps(plain, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return ResultView(
+        tuple(entries), tuple(allowed), digest, filtered, unenforced, lookalikes, invisible
+    )
+
+
+class ViewCache:
+    """Recent views by (policy identity, engine answer), least recently used first out: a
+    cached answer asked again under the same policy costs no decisions, sanitising or
+    wrapping. Policies are immutable and identified by name, file hash and source."""
+
+    def __init__(self, max_entries: int = 256) -> None:
+        self._max = max_entries
+        self._placeholder = new_nonce()  # never sent: each response puts its own nonce in
+        self._views: OrderedDict[tuple[Any, ...], ResultView] = OrderedDict()
+
+    def get(self, policy: Policy, results: tuple[SearchResult, ...]) -> ResultView:
+        key = (policy.name, policy.sha256, policy.source, results)
+        view = self._views.get(key)
+        if view is not None:
+            self._views.move_to_end(key)
+            return view
+        view = build_view(policy, results, self._placeholder)
+        self._views[key] = view
+        if len(self._views) > self._max:
+            self._views.popitem(last=False)
+        return view
 
 
 def render_text(body: Mapping[str, Any]) -> str:

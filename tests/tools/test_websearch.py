@@ -14,14 +14,15 @@ from multidict import CIMultiDict
 from gateway.audit.log import AuditLog
 from gateway.errors import AuditWriteError
 from gateway.policy.load import load_policy_file
-from gateway.provenance.markers import unwrap
+from gateway.provenance.markers import new_nonce, unwrap, wrap
+from gateway.search.canonical import SearchResult, canonical_url, result_id
 from gateway.search.chain import ConfiguredProvider, SearchEngine
 from gateway.search.health import InMemoryHealthStore
 from gateway.search.ids import InMemoryIdStore
 from gateway.search.providers import ADAPTERS
 from gateway.search.transport import ProviderRequest, ProviderResponse
 from gateway.tools.context import CallContext
-from gateway.tools.websearch import WebSearchTool, render_text
+from gateway.tools.websearch import ViewCache, WebSearchTool, WrappedText, render_text
 from tests.tools.searchgateway import brave_ok
 
 HITS = [
@@ -145,3 +146,39 @@ def test_render_text_says_when_nothing_was_found() -> None:
     text = render_text(body)
     assert "No results." in text and "warning: ddg: [timeout]" in text
     assert "filtered_by_domain=2" in text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("plain title", id="plain"),
+        pytest.param("", id="empty"),
+        pytest.param("two\nlines\n", id="newlines"),
+        pytest.param("nonce=" + "f" * 32 + " looks like a marker", id="nonce-lookalike"),
+    ],
+)
+def test_wrapped_text_with_nonce_is_exactly_wrap(text) -> None:
+    placeholder, nonce = new_nonce(), new_nonce()
+    template = WrappedText.of(text, "https://a.example.com/x?q=<1>", placeholder)
+    assert template.with_nonce(nonce) == wrap(
+        text, nonce=nonce, source="https://a.example.com/x?q=<1>"
+    )
+
+
+async def test_views_are_reused_per_policy_and_never_shared(tmp_path) -> None:
+    cache = ViewCache(max_entries=2)
+    results = tuple(
+        SearchResult(result_id(u), t, u, s, u.split("/")[2], None)
+        for t, u, s in [(t, canonical_url(u), s) for t, u, s in HITS]
+    )
+    dropping, marking = (
+        policy(tmp_path, "d"),
+        policy(tmp_path, "m", "tools: {WebSearch: {enabled: true, results: mark}}\n"),
+    )
+    first = cache.get(dropping, results)
+    assert cache.get(dropping, results) is first
+    marked = cache.get(marking, results)
+    assert len(first.entries) == 1 and len(marked.entries) == 3
+    assert first.digest != marked.digest
+    cache.get(policy(tmp_path, "third"), results)  # evicts the least recently used
+    assert cache.get(dropping, results) is not first
