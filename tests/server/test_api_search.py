@@ -397,3 +397,27 @@ async def test_signed_search_response_verifies(start, tmp_path) -> None:
     tampered = dict(body, results=[dict(body["results"][0], url="https://evil.example.com/")])
     with pytest.raises(DSSEError, match="content_sha256"):
         verify_response(tampered, [key])
+
+
+async def test_mcp_call_returns_the_api_body_and_readable_text(start) -> None:
+    gateway = await start()
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "WebSearch", "arguments": {"query": "over mcp"}},
+    }
+    status, answer = await gateway.post("/mcp", "dropper", **message)
+    assert status == 200, answer
+    result = answer["result"]
+    assert result.get("isError") is not True
+    body = result["structuredContent"]
+    assert body["envelope"]["tool"] == "WebSearch" and len(body["results"]) == 4
+    (content,) = result["content"]
+    text = content["text"]
+    assert text.startswith("[gateway provenance: written by the gateway, not by the pages]")
+    for result_item in body["results"]:
+        assert result_item["title"] in text and result_item["snippet"] in text
+    listed = await gateway.post("/mcp", "nosearch", jsonrpc="2.0", id=2, method="tools/list")
+    names = [tool["name"] for tool in listed[1]["result"]["tools"]]
+    assert "WebSearch" not in names and "Research" not in names
