@@ -200,6 +200,7 @@ async def start_env(
     proxy: ProxyConfig | None = None,
     server: ServerConfig | None = None,
     policy_extra: str = "",
+    bind: str = "127.0.0.1",
 ) -> ProxyEnv:
     ca = make_test_ca(tmp_path)
     upstream_runner, upstream_port = await start_site(make_upstream_app())
@@ -219,7 +220,7 @@ async def start_env(
     services = Services(config)
     services.open()
     forward = ForwardProxy(services)
-    binds = await forward.start("127.0.0.1", 0)
+    binds = await forward.start(bind, 0)
     services.on_reload.append(forward.revalidate)
     await services.fetcher.set_own_addresses(own_listening_addresses(binds))
     return ProxyEnv(
