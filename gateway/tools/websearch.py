@@ -290,7 +290,7 @@ class ViewCache:
     cached answer asked again under the same policy costs no decisions, sanitising or
     wrapping. Policies are immutable and identified by name, file hash and source."""
 
-    def __init__(self, max_entries: int = 256) -> None:
+    def __init__(self, max_entries: int = 128) -> None:
         self._max = max_entries
         self._placeholder = new_nonce()  # never sent: each response puts its own nonce in
         self._views: OrderedDict[tuple[Any, ...], ResultView] = OrderedDict()
