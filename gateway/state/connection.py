@@ -62,6 +62,7 @@ class SharedState:
         self._up = True  # until a round trip says otherwise
         self._last_error: str | None = None
         self._monitor: asyncio.Task[None] | None = None
+        self._closed = False
         self.metrics.set_redis_up(True)
 
     @property
@@ -82,6 +83,7 @@ class SharedState:
         self._ensure_monitor()
 
     async def close(self) -> None:
+        self._closed = True  # a late failure must not start a new monitor nobody awaits
         if self._monitor is not None:
             self._monitor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -113,6 +115,8 @@ class SharedState:
             log.info("shared state up", extra={"redis": self.location})
 
     def _ensure_monitor(self) -> None:
+        if self._closed:
+            return
         if self._monitor is None or self._monitor.done():
             with contextlib.suppress(RuntimeError):  # no running loop: the next call starts it
                 self._monitor = asyncio.get_running_loop().create_task(self._watch())
