@@ -23,7 +23,7 @@ from gateway.extract.content import (
 from gateway.extract.markdown import Renderer
 from gateway.extract.tree import page_description, page_title, parse_html
 
-MODES = ("auto", "markdown", "text", "raw")
+MODES = ("auto", "markdown", "text", "raw", "page")
 
 
 class ExtractError(Exception):
@@ -59,7 +59,9 @@ def extract(
         and looks_like_html(body[:1024])
     )
     if html:
-        return _extract_html(body, content_type, markdown=mode != "text", deadline=deadline)
+        return _extract_html(
+            body, content_type, markdown=mode != "text", deadline=deadline, whole=mode == "page"
+        )
     text = decode_text(body, content_type)
     if mode != "text" and is_json_type(mtype):
         pretty = pretty_json(text)
@@ -74,9 +76,11 @@ def _check(deadline: float | None) -> None:
 
 
 def _extract_html(
-    body: bytes, content_type: str, *, markdown: bool, deadline: float | None
+    body: bytes, content_type: str, *, markdown: bool, deadline: float | None, whole: bool = False
 ) -> Document:
     mode = "markdown" if markdown else "text"
+    if whole:
+        return _whole_page(body, content_type, deadline)
     best: tuple[str, tuple[tuple[int, str], ...]] | None = None
     title = description = None
     for number, attempt in enumerate(ATTEMPTS):
@@ -103,6 +107,23 @@ def _extract_html(
             break
     assert best is not None
     return Document(title, description, best[1], best[0], mode)
+
+
+def _whole_page(body: bytes, content_type: str, deadline: float | None) -> Document:
+    """The whole page's body as Markdown: no main-content selection, no boilerplate removal
+    beyond what never renders (scripts, styles, forms)."""
+    root = parse_html(body, content_type)
+    if root is None:
+        return Document(None, None, (), "", "markdown")
+    body_el = root.find("body")
+    renderer = Renderer(markdown=True, deadline=deadline)
+    try:
+        text = renderer.render(body_el if body_el is not None else root)
+    except DeadlineExceeded:
+        raise ExtractError("extraction deadline passed") from None
+    return Document(
+        page_title(root), page_description(root), tuple(renderer.headings), text, "markdown"
+    )
 
 
 def pretty_json(text: str) -> str | None:

@@ -61,7 +61,7 @@ class ResearchTool:
         default = SUMMARY_CHARS if mode == "summary" else limits.default_max_chars
         length = min(args.get("max_page_length") or default, limits.max_chars)
         outcomes = await asyncio.gather(
-            *(self._page(ctx, ranked, length) for ranked in chosen), return_exceptions=True
+            *(self._page(ctx, ranked, length, mode) for ranked in chosen), return_exceptions=True
         )
         pages: list[dict[str, Any]] = []
         for outcome in outcomes:
@@ -70,11 +70,15 @@ class ResearchTool:
             pages.append(outcome)
         return {"search": answer.body, "pages": pages}
 
-    async def _page(self, ctx: CallContext, ranked: Ranked, length: int) -> dict[str, Any]:
+    async def _page(
+        self, ctx: CallContext, ranked: Ranked, length: int, mode: str
+    ) -> dict[str, Any]:
+        """One page: `summary` reads the main content, `full` the whole page as Markdown."""
         url = ranked.result.url
+        extract_mode = "markdown" if mode == "summary" else "page"
         budget = ctx.policy.timeouts.total + EXTRACT_DEADLINE + _PAGE_SLACK
         try:
-            page, _ = await asyncio.wait_for(self._webfetch.page(ctx, url, "markdown"), budget)
+            page, _ = await asyncio.wait_for(self._webfetch.page(ctx, url, extract_mode), budget)
         except AuditWriteError:
             raise
         except TimeoutError:

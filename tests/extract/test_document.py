@@ -195,3 +195,17 @@ def test_threads_get_the_same_results() -> None:
         for _ in range(5):
             assert list(pool.map(run, pages)) == expected
     assert expected[2].headings[0] == (2, "Première partie")
+
+
+def test_page_mode_keeps_the_whole_page_as_markdown() -> None:
+    html = (
+        b"<html><head><title>T</title></head><body><nav><a href='/'>Home</a></nav>"
+        b"<article><h1>Main</h1><p>Body text here.</p></article><footer>Foot note</footer>"
+        b"<script>steal()</script></body></html>"
+    )
+    main = extract(html, "text/html", "markdown")
+    whole = extract(html, "text/html", "page")
+    assert "Home" not in main.text and "Foot note" not in main.text
+    assert whole.text == "[Home](/)\n\n# Main\n\nBody text here.\n\nFoot note"
+    assert whole.mode == "markdown" and whole.title == "T"
+    assert "steal" not in whole.text

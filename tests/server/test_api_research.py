@@ -111,6 +111,19 @@ async def test_page_length_and_mode(start, upstream, mode, length, expected_char
         assert env["chars"] == len(text) == expected_chars and env["truncated"] is True
 
 
+async def test_full_reads_the_whole_page_summary_the_main_content(start, upstream) -> None:
+    gateway = await start()
+    texts = {}
+    for mode in ("summary", "full"):
+        status, body = await gateway.post("/v1/research", "agent", query="modes", fetch_top_n=1, extract_mode=mode)
+        assert status == 200
+        (page,) = body["pages"]
+        texts[mode] = unwrap(page["content"], page["envelope"]["marker"])
+    # The test page has a nav ("menu") and a footer outside its article.
+    assert "menu" not in texts["summary"] and "footer" not in texts["summary"]
+    assert "menu" in texts["full"] and "footer" in texts["full"] and "# Hello" in texts["full"]
+
+
 async def test_pages_are_picked_across_domains(start, upstream) -> None:
     port = upstream.port
     hits = [
