@@ -64,7 +64,8 @@ def sample(rules: int) -> tuple[int, ...]:
 
 
 def policy_text(numbers: list[int], name: str) -> str:
-    allow, deny = [], []
+    allow: list[str] = []
+    deny: list[str] = []
     for i in numbers:
         is_deny, line = rule_line(i)
         (deny if is_deny else allow).append(line)
