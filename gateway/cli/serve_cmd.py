@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import sys
 from typing import Any
 
@@ -45,6 +46,10 @@ def _run(args: argparse.Namespace) -> int:
     configure_logging()
     try:
         config = build_config(args)
+        if config.listen.workers > 1:
+            from gateway.server.workers import run_workers
+
+            return run_workers(config, functools.partial(build_config, _flags(args)))
         return asyncio.run(serve(config, reload_config=lambda: build_config(args)))
     except (ConfigError, PolicyValidationError) as exc:
         print(f"gateway serve: {exc}", file=sys.stderr)
@@ -52,3 +57,9 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"gateway serve: {exc}", file=sys.stderr)
         return 1
+
+
+def _flags(args: argparse.Namespace) -> argparse.Namespace:
+    """Only the flags `build_config` reads: what a spawned worker gets to rebuild its config."""
+    names = ("config", "policy", "host", "port", "proxy_port")
+    return argparse.Namespace(**{name: getattr(args, name, None) for name in names})

@@ -58,7 +58,15 @@ async def serve(
     await runner.setup()
     binds: list[tuple[str, int]] = []
     try:
-        site = web.TCPSite(runner, config.listen.host, config.listen.port, reuse_address=True)
+        # Several workers (gateway/server/workers.py) share the port; the kernel spreads the
+        # connections between them.
+        site = web.TCPSite(
+            runner,
+            config.listen.host,
+            config.listen.port,
+            reuse_address=True,
+            reuse_port=config.listen.workers > 1 or None,
+        )
         await site.start()
         binds.extend(_bound(site))
         for hook in services.extra_sites:
