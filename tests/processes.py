@@ -38,6 +38,9 @@ class GatewayProcess:
         config = {**config, "listen": {**config.get("listen", {}), "port": self.port}}
         self.config_path = directory / f"gateway-{self.port}.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
+        # Several workers: the supervising parent says so once every worker listens.
+        workers = int(config["listen"].get("workers", 1))
+        self.ready_message = "workers ready" if workers > 1 else "listening"
         self.process: asyncio.subprocess.Process | None = None
         self.oplog: list[dict[str, Any]] = []
         self._reader: asyncio.Task[None] | None = None
@@ -48,6 +51,16 @@ class GatewayProcess:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self) -> GatewayProcess:
+        await self.launch()
+        try:
+            await asyncio.wait_for(self._listening.wait(), STARTUP_TIMEOUT)
+        except TimeoutError:
+            await self.kill()
+            raise RuntimeError(f"gateway did not start: {self.oplog[-5:]}") from None
+        return self
+
+    async def launch(self) -> None:
+        """Start the process without waiting for it to listen."""
         self.process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -61,12 +74,6 @@ class GatewayProcess:
             cwd=str(self.directory),
         )
         self._reader = asyncio.ensure_future(self._read_log())
-        try:
-            await asyncio.wait_for(self._listening.wait(), STARTUP_TIMEOUT)
-        except TimeoutError:
-            await self.kill()
-            raise RuntimeError(f"gateway did not start: {self.oplog[-5:]}") from None
-        return self
 
     async def _read_log(self) -> None:
         assert self.process is not None and self.process.stderr is not None
@@ -76,8 +83,11 @@ class GatewayProcess:
             except orjson.JSONDecodeError:
                 entry = {"message": line.decode(errors="replace").rstrip()}
             self.oplog.append(entry)
-            if entry.get("message") == "listening":
+            if entry.get("message") == self.ready_message:
                 self._listening.set()
+
+    def entries(self, message: str) -> list[dict[str, Any]]:
+        return [entry for entry in self.oplog if entry.get("message") == message]
 
     def messages(self) -> list[str]:
         return [str(entry.get("message")) for entry in self.oplog]
