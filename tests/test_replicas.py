@@ -86,6 +86,12 @@ async def test_killing_redis_shows_the_failure_mode(replicas, redis_server, expe
             assert body["headers"]["Retry-After"]
         async with session.get(f"{a.url}/readyz") as response:
             assert response.status == (503 if expected == 503 else 200)
+            ready = await response.json()
+        if expected == 200:
+            assert ready["status"] == "ready"
+            [degraded] = ready["degraded"]
+            assert degraded.startswith("shared state down: Redis at redis://127.0.0.1:")
+            assert "on_failure is open" in degraded
         async with session.get(f"{a.url}/metrics") as response:
             text = await response.text()
     assert "gateway_redis_up 0.0" in text

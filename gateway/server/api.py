@@ -111,7 +111,12 @@ async def readyz(request: web.Request) -> web.Response:
     if problems:
         error = UnavailableError("not ready: " + "; ".join(problems), retry_after=5)
         raise error
-    return json_response({"status": "ready"})
+    body: dict[str, Any] = {"status": "ready"}
+    # Redis down with `on_failure: open`: requests pass, but a load balancer or a person
+    # reading the probe should see that limits and caches are no longer shared.
+    if services.shared is not None and (degraded := services.shared.state.degradation()):
+        body["degraded"] = [degraded]
+    return json_response(body)
 
 
 def add_routes(app: web.Application) -> None:

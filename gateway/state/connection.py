@@ -137,6 +137,16 @@ class SharedState:
             return None
         return f"shared state (Redis at {self.location}) unreachable; state.on_failure is closed"
 
+    def degradation(self) -> str | None:
+        """Ready but degraded: Redis is down and `on_failure: open` lets requests pass."""
+        if self._up or self.fail_closed:
+            return None
+        error = f" ({self._last_error})" if self._last_error else ""
+        return (
+            f"shared state down: Redis at {self.location} unreachable{error}; state.on_failure "
+            "is open, so rate limits count in this process only and the search cache is skipped"
+        )
+
     def status(self) -> dict[str, Any]:
         return {
             "redis": self.location,
