@@ -129,6 +129,11 @@ class RedisLimiter:
         lease_key = self._shared.key("leases", client_id)
         lease_id = f"{self._shared.instance_id}:{uuid.uuid4().hex}"
         releases, self._pending = self._pending, []
+        if self._flusher is not None:
+            # This call carries them: the next release starts its own wait, so a steady load
+            # never pays a separate round trip for releases.
+            self._flusher.cancel()
+            self._flusher = None
         keys = [window_key, lease_key, *(key for key, _ in releases)]
         args: list[Any] = [rpm or 0, concurrent or 0, int(WINDOW_S * 1000), self._lease_ttl_ms]
         args.append(lease_id)
