@@ -147,7 +147,8 @@ class LoadGenerator:
     One process serves a whole bench (starting Python and aiohttp for every cell would cost
     more than many cells). Each `run` opens fresh keep-alive connections, sends `warmup`
     untimed requests, calls `on_warm()` (e.g. to read the target's CPU counters), then sends
-    `requests` timed ones; POST with a JSON `body`, or GET when there is none.
+    `requests` timed ones; POST with a JSON `body`, or GET when there is none; `headers` are
+    added to every request.
     """
 
     def __init__(self) -> None:
@@ -185,6 +186,7 @@ class LoadGenerator:
         warmup: int = 0,
         timeout: float = 60.0,
         on_warm: Callable[[], object] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> LoadResult:
         process = self._process
         if process is None or process.stdin is None or process.stdout is None:
@@ -196,6 +198,7 @@ class LoadGenerator:
             "requests": requests,
             "warmup": warmup,
             "timeout": timeout,
+            "headers": headers or {},
         }
         process.stdin.write(json.dumps(command) + "\n")
         process.stdin.flush()
@@ -248,6 +251,7 @@ async def _generate(
     concurrency: int = command["concurrency"]
     body = command["body"].encode("utf-8") if command["body"] is not None else None
     headers = {"Content-Type": "application/json"} if body is not None else {}
+    headers.update(command.get("headers") or {})  # e.g. Authorization
     method = "POST" if body is not None else "GET"
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=command["timeout"])
