@@ -72,6 +72,22 @@ def check_search(output: str) -> None:
     assert re.search(rf"uncached overhead over the provider: {NUMBER} ms", output), output
 
 
+def check_replicas(output: str) -> None:
+    for target in ("1 replica", "2 replicas"):
+        row = re.search(rf"^\| {target}\s+\|(.*)\|$", output, re.M)
+        assert row, output
+        rps, p50, p99, trips, failed = (cell.strip() for cell in row.group(1).split("|"))
+        assert float(rps) > 0 and float(p99) >= float(p50) > 0 and failed == "0", row.group(0)
+    common = re.search(rf"round trips per request on the common path: ({NUMBER})", output)
+    assert common and float(common.group(1)) <= 1.0, output  # a count, not a speed
+
+
+def needs_nginx_and_redis() -> str | None:
+    if not shutil.which("redis-server"):
+        return "redis-server is not installed (Debian redis-server)"
+    return needs_nginx()
+
+
 def needs_nginx() -> str | None:
     found = shutil.which("nginx") or Path("/usr/sbin/nginx").exists()
     return None if found else "nginx is not installed (Debian nginx-light)"
@@ -102,6 +118,13 @@ CASES = [
     pytest.param("markers.py", ["--rounds", "1", "--kb", "10"], check_markers, None, id="markers"),
     pytest.param(
         "search.py", ["--rounds", "1", "--requests", "10"], check_search, None, id="search"
+    ),
+    pytest.param(
+        "replicas.py",
+        ["--rounds", "1", "--requests", "20", "--concurrency", "2"],
+        check_replicas,
+        needs_nginx_and_redis,
+        id="replicas",
     ),
 ]
 
