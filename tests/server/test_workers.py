@@ -16,10 +16,11 @@ from pathlib import Path
 import aiohttp
 import orjson
 import pytest
+import yaml
 
 from gateway.config import GatewayConfig
 from gateway.server.workers import WorkerPlan, worker_instance_id
-from tests.processes import GatewayProcess, RedisProcess
+from tests.processes import GatewayProcess, RedisProcess, free_port
 
 INSTANCES = ["gw-w0", "gw-w1"]
 
@@ -34,7 +35,7 @@ async def redis_server(tmp_path):
 def workers_config(redis_url: str) -> dict:
     return {
         "instance_id": "gw",
-        "listen": {"workers": 2},
+        "listen": {"workers": 2, "proxy_port": free_port()},
         "audit": {"path": "audit/gateway-{instance}.jsonl"},
         "state": {"redis": redis_url},
         "server": {"shutdown_grace": 5},
@@ -108,9 +109,11 @@ async def test_two_workers_answer_behind_one_port_each_with_its_own_chain(
     assert len({w["pid"] for w in ready}) == 2 and gateway.process.pid not in {
         w["pid"] for w in ready
     }
-    # Both listen on the same address: the own-address check sees one set.
-    binds = {tuple(map(tuple, e["binds"])) for e in gateway.entries("listening")}
-    assert binds == {(("127.0.0.1", gateway.port),)}
+    # Both listen on the same API and proxy ports: the own-address check sees one set.
+    proxy_port = yaml.safe_load(gateway.config_path.read_text())["listen"]["proxy_port"]
+    binds = [sorted(map(tuple, e["binds"])) for e in gateway.entries("listening")]
+    assert len(binds) == 2 and binds[0] == binds[1]
+    assert {port for _, port in binds[0]} == {gateway.port, proxy_port}
     gateway.signal(signal.SIGHUP)
     await wait_for_message(gateway, "reloaded", count=2)
     for instance in INSTANCES:
