@@ -1,0 +1,696 @@
+"""The forward proxy against its peers: absolute-form GET of a ~100 KB page at concurrency 1
+and 64, CONNECT throughput with 1 MB bodies, and memory per idle keep-alive connection.
+
+Targets, in the same run, interleaved, order rotated each round, medians of the rounds:
+nginx directly; the gateway's proxy (`gateway serve --proxy-port`, policy and audit on);
+a bare aiohttp relay and a bare asyncio CONNECT relay (yardsticks, no policy); squid,
+tinyproxy (Debian: `apt-get install -y nginx-light squid tinyproxy`) and proxy.py (PyPI:
+`python3 -m venv /tmp/proxypy && /tmp/proxypy/bin/pip install proxy.py`, or set PROXYPY to
+its `proxy` script). Missing peers are skipped with that hint. The load generator is a raw
+asyncio client in its own process (wrk is not needed).
+
+    .venv/bin/python bench/proxy.py [--rounds 3] [--requests 3000] [--idle 1000] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import Children, free_port, median, percentile, rotated, wait_for_port  # noqa: E402
+
+HOST = "bench.example.com"
+PAGE = 100 * 1024
+BIG = 1024 * 1024
+HINT_DEBIAN = "apt-get install -y nginx-light squid tinyproxy"
+HINT_PROXYPY = "python3 -m venv /tmp/proxypy && /tmp/proxypy/bin/pip install proxy.py"
+
+
+# --- the load generator (child process) -------------------------------------------------
+
+
+class _Client(asyncio.Protocol):
+    """One keep-alive connection that sends `request` and reads Content-Length responses."""
+
+    def __init__(self, request: bytes, done: asyncio.Future[None] | None = None) -> None:
+        self.request = request
+        self.buffer = bytearray()
+        self.need: int | None = None
+        self.waiter: asyncio.Future[int] | None = None
+        self.transport: asyncio.Transport | None = None
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        self._check()
+
+    def _check(self) -> None:
+        if self.need is None:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = bytes(self.buffer[:end]).lower()
+            status = int(head[9:12])
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.startswith(b"content-length:"):
+                    length = int(line[15:])
+            self.need = end + 4 + length
+            self.status = status
+        if len(self.buffer) >= self.need:
+            del self.buffer[: self.need]
+            self.need = None
+            if self.waiter is not None and not self.waiter.done():
+                self.waiter.set_result(self.status)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionError("closed"))
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    async def fetch(self) -> int:
+        self.waiter = asyncio.get_running_loop().create_future()
+        assert self.transport is not None
+        self.transport.write(self.request)
+        return await self.waiter
+
+
+async def _connect(port: int, request: bytes, connect_to: str | None) -> _Client:
+    loop = asyncio.get_running_loop()
+    _, client = await loop.create_connection(lambda: _Client(request), "127.0.0.1", port)
+    if connect_to is not None:
+        assert client.transport is not None
+        client.waiter = loop.create_future()
+        head = f"CONNECT {connect_to} HTTP/1.1\r\nHost: {connect_to}\r\n\r\n".encode()
+        client.transport.write(head)
+        # a CONNECT answer is a head without a body: parsed as a response of length 0
+        status = await client.waiter
+        if status != 200:
+            raise RuntimeError(f"CONNECT refused with {status}")
+        client.waiter = None
+    return client
+
+
+async def _http_load(cmd: dict[str, Any]) -> dict[str, Any]:
+    request = cmd["request"].encode("latin-1")
+    latencies: list[float] = []
+    failures = 0
+    remaining = [cmd["requests"] + cmd["warmup"]]
+
+    async def worker() -> None:
+        nonlocal failures
+        client: _Client | None = None
+        while remaining[0] > 0:
+            remaining[0] -= 1
+            started = time.perf_counter()
+            ok = False
+            for _attempt in (1, 2):  # a server that closes after each response (tinyproxy)
+                try:  # costs a reconnect, as wrk counts it, not a failure
+                    if client is None or client.transport is None or client.transport.is_closing():
+                        client = await _connect(cmd["port"], request, None)
+                    ok = await client.fetch() == 200
+                    break
+                except (ConnectionError, OSError):
+                    client = None
+            if remaining[0] < cmd["requests"]:
+                latencies.append((time.perf_counter() - started) * 1000)
+                failures += 0 if ok else 1
+        if client is not None and client.transport is not None:
+            client.transport.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(cmd["concurrency"])))
+    seconds = time.perf_counter() - started
+    return {"latencies": latencies, "failures": failures, "seconds": seconds}
+
+
+async def _tunnel_load(cmd: dict[str, Any]) -> dict[str, Any]:
+    request = cmd["request"].encode("latin-1")
+    client = await _connect(cmd["port"], request, cmd["connect_to"])
+    for _ in range(3):
+        await client.fetch()
+    times = []
+    started = time.perf_counter()
+    for _ in range(cmd["requests"]):
+        one = time.perf_counter()
+        if await client.fetch() != 200:
+            raise RuntimeError(
+                f"non-200 through the tunnel of {cmd['connect_to']} on port {cmd['port']}"
+            )
+        times.append((time.perf_counter() - one) * 1000)
+    seconds = time.perf_counter() - started
+    assert client.transport is not None
+    client.transport.close()
+    return {"latencies": times, "failures": 0, "seconds": seconds}
+
+
+async def _hold_idle(cmd: dict[str, Any], wait: Any) -> dict[str, Any]:
+    request = cmd["request"].encode("latin-1")
+    clients = []
+    for _ in range(cmd["connections"]):
+        client = await _connect(cmd["port"], request, None)
+        await client.fetch()
+        clients.append(client)
+    open_count = sum(1 for c in clients if c.transport and not c.transport.is_closing())
+    await wait({"held": open_count})
+    for client in clients:
+        if client.transport is not None:
+            client.transport.close()
+    return {"released": len(clients)}
+
+
+async def _serve_load() -> None:
+    loop = asyncio.get_running_loop()
+
+    async def read_line() -> str:
+        return await loop.run_in_executor(None, sys.stdin.readline)
+
+    async def wait(message: dict[str, Any]) -> None:
+        print(json.dumps(message), flush=True)
+        await read_line()
+
+    while line := await read_line():
+        cmd = json.loads(line)
+        if cmd["kind"] == "http":
+            result = await _http_load(cmd)
+        elif cmd["kind"] == "tunnel":
+            result = await _tunnel_load(cmd)
+        else:
+            result = await _hold_idle(cmd, wait)
+        print(json.dumps(result), flush=True)
+
+
+class Load:
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "load"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+    def ask(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(cmd) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError("the load generator died")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def release(self) -> dict[str, Any]:
+        return self.ask({})
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+
+
+# --- yardsticks (child processes) -------------------------------------------------------
+
+
+def run_relay(port: int) -> None:
+    """A bare aiohttp absolute-form relay: no policy, no audit, one client session."""
+    import aiohttp
+    from aiohttp import web
+
+    async def relay(request: web.Request) -> web.StreamResponse:
+        session: aiohttp.ClientSession = request.app["session"]
+        async with session.get(str(request.url), allow_redirects=False) as upstream:
+            response = web.StreamResponse(status=upstream.status)
+            for name in ("Content-Type", "Content-Length"):
+                if name in upstream.headers:
+                    response.headers[name] = upstream.headers[name]
+            await response.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+            return response
+
+    async def session_ctx(app: web.Application) -> Any:
+        connector = aiohttp.TCPConnector(limit=256)
+        async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
+            app["session"] = session
+            yield
+
+    app = web.Application()
+    app.cleanup_ctx.append(session_ctx)
+    app.router.add_route("*", "/{tail:.*}", relay)
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
+
+
+def run_tunnel(port: int) -> None:
+    """A bare asyncio CONNECT relay with flow control both ways (no policy, no audit)."""
+
+    class Side(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.peer: Side | None = None
+            self.transport: asyncio.Transport | None = None
+            self.head = bytearray()
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport  # type: ignore[assignment]
+
+        def data_received(self, data: bytes) -> None:
+            if self.peer is not None and self.peer.transport is not None:
+                self.peer.transport.write(data)
+                return
+            self.head += data
+            if b"\r\n\r\n" in self.head:
+                target = self.head.split(b" ", 2)[1].decode()
+                host, _, port_text = target.rpartition(":")
+                assert self.transport is not None
+                self.transport.pause_reading()
+                asyncio.ensure_future(self.open(host, int(port_text)))
+
+        async def open(self, host: str, port: int) -> None:
+            loop = asyncio.get_running_loop()
+            _, upstream = await loop.create_connection(Side, host, port)
+            upstream.peer, self.peer = self, upstream
+            assert self.transport is not None
+            self.transport.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            self.transport.resume_reading()
+
+        def pause_writing(self) -> None:
+            if self.peer is not None and self.peer.transport is not None:
+                self.peer.transport.pause_reading()
+
+        def resume_writing(self) -> None:
+            if self.peer is not None and self.peer.transport is not None:
+                self.peer.transport.resume_reading()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.peer is not None and self.peer.transport is not None:
+                self.peer.transport.close()
+
+    async def main() -> None:
+        server = await asyncio.get_running_loop().create_server(Side, "127.0.0.1", port)
+        await server.serve_forever()
+
+    asyncio.run(main())
+
+
+# --- targets ----------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    name: str
+    port: int
+    pid: int
+    proxy: bool = True  # absolute-form; False: origin-form (nginx itself)
+    host: str = "127.0.0.1"  # what the target is asked for (the gateway needs a policy name)
+    tunnels: bool = True
+    http: bool = True
+
+
+def nginx_conf(prefix: Path, port: int) -> str:
+    temp = prefix / "tmp"
+    return textwrap.dedent(
+        f"""\
+        daemon off;
+        worker_processes 1;
+        pid {prefix}/nginx.pid;
+        error_log {prefix}/nginx-error.log warn;
+        events {{ worker_connections 8192; }}
+        http {{
+            access_log off; sendfile on; tcp_nopush off; tcp_nodelay on;
+            keepalive_requests 1000000; keepalive_timeout 300s;
+            client_body_temp_path {temp}/b; proxy_temp_path {temp}/p;
+            fastcgi_temp_path {temp}/f; uwsgi_temp_path {temp}/u; scgi_temp_path {temp}/s;
+            default_type application/octet-stream;
+            server {{ listen 127.0.0.1:{port}; root {prefix}/www; }}
+        }}
+        """
+    )
+
+
+def start_targets(
+    children: Children, folder: Path, nginx_port: int
+) -> tuple[list[Target], list[str]]:
+    targets: list[Target] = []
+    skipped: list[str] = []
+    python = sys.executable
+    repo = Path(__file__).resolve().parent.parent
+
+    # the gateway: policy (10 domain rules, private-address guard) and audit on
+    gw_port, gw_proxy = free_port(), free_port()
+    allow = ", ".join([f'"{HOST}"'] + [f'"site{i}.example.org"' for i in range(9)])
+    (folder / "policy.yaml").write_text(
+        textwrap.dedent(
+            f"""\
+            name: bench-proxy
+            default: deny
+            schemes: [http, https]
+            ports: [80, 443, {nginx_port}]
+            domains: {{allow: [{allow}]}}
+            networks: {{allow: ["127.0.0.0/8"]}}
+            """
+        )
+    )
+    (folder / "gateway.yaml").write_text(
+        textwrap.dedent(
+            f"""\
+            listen: {{host: 127.0.0.1, port: {gw_port}, proxy_port: {gw_proxy}}}
+            instance_id: bench
+            policy: policy.yaml
+            audit: {{path: "audit/gateway-{{instance}}.jsonl"}}
+            resolver: {{hosts: {{{HOST}: ["127.0.0.1"]}}}}
+            proxy: {{connect_ports: [{nginx_port}], require_tls: false}}
+            server: {{max_connections_per_ip: 5000}}
+            """
+        )
+    )
+    gateway = children.start(
+        [python, "-m", "gateway", "serve", "--config", str(folder / "gateway.yaml")],
+        log=folder / "gateway.log",
+        cwd=repo,
+    )
+    wait_for_port(gw_proxy, process=gateway)
+    targets.append(Target("gateway", gw_proxy, gateway.pid, host=HOST))
+
+    relay_port = free_port()
+    relay = children.start([python, __file__, "relay", str(relay_port)], log=folder / "relay.log")
+    wait_for_port(relay_port, process=relay)
+    targets.append(Target("aiohttp-relay", relay_port, relay.pid, tunnels=False))
+
+    tunnel_port = free_port()
+    tunnel = children.start([python, __file__, "tunnel", str(tunnel_port)], log=folder / "t.log")
+    wait_for_port(tunnel_port, process=tunnel)
+    targets.append(Target("asyncio-tunnel", tunnel_port, tunnel.pid, http=False))
+
+    squid = shutil.which("squid") or (
+        "/usr/sbin/squid" if os.path.exists("/usr/sbin/squid") else None
+    )
+    if squid:
+        port = free_port()
+        (folder / "squid").mkdir()
+        acl = "\n".join(f"acl sites dstdomain site{i}.example.org" for i in range(9))
+        (folder / "squid.conf").write_text(
+            textwrap.dedent(
+                f"""\
+                http_port 127.0.0.1:{port}
+                pid_filename {folder}/squid.pid
+                cache_log {folder}/squid/cache.log
+                access_log none
+                cache deny all
+                coredump_dir {folder}/squid
+                acl allowed dst 127.0.0.1
+                acl CONNECT method CONNECT
+                shutdown_lifetime 1 seconds
+                """
+            )
+            + acl
+            + "\nhttp_access allow allowed\nhttp_access allow sites\nhttp_access deny all\n"
+        )
+        process = children.start(
+            [squid, "-N", "-f", str(folder / "squid.conf")], log=folder / "squid.log"
+        )
+        wait_for_port(port, process=process, timeout=30)
+        targets.append(Target("squid", port, process.pid))
+    else:
+        skipped.append(f"squid (install: {HINT_DEBIAN})")
+
+    tinyproxy = shutil.which("tinyproxy") or (
+        "/usr/bin/tinyproxy" if os.path.exists("/usr/bin/tinyproxy") else None
+    )
+    if tinyproxy:
+        port = free_port()
+        (folder / "tinyproxy.conf").write_text(
+            textwrap.dedent(
+                f"""\
+                Port {port}
+                Listen 127.0.0.1
+                Timeout 600
+                MaxClients 4000
+                LogLevel Critical
+                ConnectPort {nginx_port}
+                """
+            )
+        )
+        process = children.start(
+            [tinyproxy, "-d", "-c", str(folder / "tinyproxy.conf")], log=folder / "tinyproxy.log"
+        )
+        wait_for_port(port, process=process)
+        targets.append(Target("tinyproxy", port, process.pid))
+    else:
+        skipped.append(f"tinyproxy (install: {HINT_DEBIAN})")
+
+    proxypy = (
+        os.environ.get("PROXYPY")
+        or shutil.which("proxy")
+        or ("/tmp/proxypy/bin/proxy" if os.path.exists("/tmp/proxypy/bin/proxy") else None)
+    )
+    if proxypy:
+        port = free_port()
+        process = children.start(
+            [proxypy, "--hostname", "127.0.0.1", "--port", str(port), "--log-level", "ERROR"],
+            log=folder / "proxypy.log",
+        )
+        wait_for_port(port, process=process, timeout=30)
+        targets.append(Target("proxy.py", port, process.pid))
+    else:
+        skipped.append(f"proxy.py (install: {HINT_PROXYPY})")
+    return targets, skipped
+
+
+def tree_pss_kb(root: int) -> int:
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{entry}/stat") as handle:
+                stat = handle.read()
+                parents[int(entry)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        todo.extend(child for child, parent in parents.items() if parent == pid)
+    return total
+
+
+def request_for(target: Target, nginx_port: int, path: str) -> str:
+    if not target.proxy:
+        return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    authority = f"{target.host}:{nginx_port}"
+    return f"GET http://{authority}{path} HTTP/1.1\r\nHost: {authority}\r\n\r\n"
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["load"]:
+        asyncio.run(_serve_load())
+        return
+    if sys.argv[1:2] in (["relay"], ["tunnel"]):
+        (run_relay if sys.argv[1] == "relay" else run_tunnel)(int(sys.argv[2]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--tunnel-requests", type=int, default=100)
+    parser.add_argument("--idle", type=int, default=1000)
+    parser.add_argument("--quick", action="store_true", help="tiny run (tests, smoke)")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.requests, args.tunnel_requests, args.idle = 1, 100, 5, 50
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not os.access(nginx, os.X_OK):
+        sys.exit(f"nginx not found: {HINT_DEBIAN}")
+    with tempfile.TemporaryDirectory(prefix="bench-proxy-") as tmp, Children() as children:
+        folder = Path(tmp)
+        folder.chmod(0o755)  # nginx's workers run as an unprivileged user
+        (folder / "www").mkdir()
+        (folder / "tmp").mkdir()
+        (folder / "www" / "100k.html").write_bytes(b"<p>" + b"x" * (PAGE - 7) + b"</p>")
+        (folder / "www" / "1m.bin").write_bytes(os.urandom(BIG))
+        (folder / "www" / "1k.html").write_bytes(b"y" * 1024)
+        nginx_port = free_port()
+        (folder / "nginx.conf").write_text(nginx_conf(folder, nginx_port))
+        nginx_process = children.start(
+            [
+                nginx,
+                "-p",
+                str(folder),
+                "-c",
+                str(folder / "nginx.conf"),
+                "-e",
+                str(folder / "nginx-error.log"),
+            ]
+        )
+        wait_for_port(nginx_port, process=nginx_process)
+        targets, skipped = start_targets(children, folder, nginx_port)
+        direct = Target("nginx (direct)", nginx_port, nginx_process.pid, proxy=False, tunnels=False)
+        load = Load()
+        try:
+            results = run_rounds(load, [direct, *targets], nginx_port, args)
+            idle = measure_idle(load, targets, nginx_port, args.idle)
+        finally:
+            load.close()
+        report(results, idle, skipped, args)
+
+
+def run_rounds(
+    load: Load, targets: list[Target], nginx_port: int, args: Any
+) -> dict[str, dict[str, list[float]]]:
+    results: dict[str, dict[str, list[float]]] = {}
+    for round_index in range(args.rounds):
+        for target in rotated(targets, round_index):
+            cells = results.setdefault(target.name, {})
+            if target.http:
+                for concurrency in (1, 64):
+                    answer = load.ask(
+                        {
+                            "kind": "http",
+                            "port": target.port,
+                            "request": request_for(target, nginx_port, "/100k.html"),
+                            "concurrency": concurrency,
+                            "requests": args.requests,
+                            "warmup": max(concurrency, 20),
+                        }
+                    )
+                    rps = len(answer["latencies"]) / answer["seconds"]
+                    cells.setdefault(f"rps_c{concurrency}", []).append(rps)
+                    cells.setdefault(f"p50_c{concurrency}", []).append(
+                        percentile(answer["latencies"], 50)
+                    )
+                    cells.setdefault(f"p99_c{concurrency}", []).append(
+                        percentile(answer["latencies"], 99)
+                    )
+                    cells.setdefault(f"fail_c{concurrency}", []).append(answer["failures"])
+            if target.tunnels:
+                connect_to = f"{target.host}:{nginx_port}"
+                answer = load.ask(
+                    {
+                        "kind": "tunnel",
+                        "port": target.port,
+                        "connect_to": connect_to,
+                        "request": f"GET /1m.bin HTTP/1.1\r\nHost: {connect_to}\r\n\r\n",
+                        "requests": args.tunnel_requests,
+                    }
+                )
+                cells.setdefault("connect_mbps", []).append(
+                    len(answer["latencies"]) * BIG / answer["seconds"] / 1e6
+                )
+            print(f"round {round_index + 1}: {target.name} done", file=sys.stderr, flush=True)
+    return results
+
+
+def measure_idle(
+    load: Load, targets: list[Target], nginx_port: int, count: int
+) -> dict[str, tuple[float, int]]:
+    out: dict[str, tuple[float, int]] = {}
+    for target in targets:
+        if not target.http:
+            continue
+        time.sleep(0.5)
+        before = tree_pss_kb(target.pid)
+        held = load.ask(
+            {
+                "kind": "idle",
+                "port": target.port,
+                "request": request_for(target, nginx_port, "/1k.html"),
+                "connections": count,
+            }
+        )["held"]
+        time.sleep(1.0)
+        after = tree_pss_kb(target.pid)
+        load.release()
+        out[target.name] = ((after - before) / max(held, 1), held)
+    return out
+
+
+def report(
+    results: dict[str, dict[str, list[float]]],
+    idle: dict[str, tuple[float, int]],
+    skipped: list[str],
+    args: Any,
+) -> None:
+    print(
+        f"\nforward proxy, 100 KB page, medians of {args.rounds} interleaved rounds, {args.requests} requests per cell"
+    )
+    print(
+        f"{'target':<16} {'c=1 req/s':>10} {'p50 ms':>7} {'c=64 req/s':>11} {'p99 ms':>7} {'fail':>5} {'CONNECT MB/s':>13} {'KB/idle conn':>13}"
+    )
+    for name, cells in results.items():
+
+        def cell(key: str, fmt: str = "{:.0f}", cells: dict[str, list[float]] = cells) -> str:
+            return fmt.format(median(cells[key])) if key in cells else "-"
+
+        fails = int(sum(cells.get("fail_c1", [])) + sum(cells.get("fail_c64", [])))
+        kb = f"{idle[name][0]:.1f}" if name in idle else "-"
+        print(
+            f"{name:<16} {cell('rps_c1'):>10} {cell('p50_c1', '{:.2f}'):>7} {cell('rps_c64'):>11} "
+            f"{cell('p99_c64', '{:.1f}'):>7} {fails:>5} {cell('connect_mbps'):>13} {kb:>13}"
+        )
+    for name, (_kb, held) in idle.items():
+        if held < args.idle:
+            print(f"note: {name} kept only {held} of {args.idle} idle connections open")
+    for line in skipped:
+        print(f"skipped: {line}")
+    gateway = results.get("gateway", {})
+    checks = []
+
+    def verdict(label: str, ok: bool) -> None:
+        checks.append(f"{'met' if ok else 'MISSED'}: {label}")
+
+    def med(name: str, key: str) -> float:
+        return (
+            median(results.get(name, {}).get(key, []))
+            if key in results.get(name, {})
+            else float("nan")
+        )
+
+    if gateway:
+        g64 = med("gateway", "rps_c64")
+        for peer in ("squid", "tinyproxy"):
+            if peer in results:
+                verdict(
+                    f"c=64 ahead of {peer} ({g64:.0f} vs {med(peer, 'rps_c64'):.0f} req/s)",
+                    g64 > med(peer, "rps_c64"),
+                )
+        if "aiohttp-relay" in results:
+            ref = med("aiohttp-relay", "rps_c64")
+            verdict(f"c=64 >= 0.9x the bare aiohttp relay ({g64 / ref:.2f}x)", g64 >= 0.9 * ref)
+        if "squid" in results:
+            ratio = med("gateway", "connect_mbps") / med("squid", "connect_mbps")
+            verdict(f"CONNECT >= 1.5x squid's MB/s ({ratio:.2f}x)", ratio >= 1.5)
+        if "gateway" in idle:
+            verdict(
+                f"under 12 KB per idle connection ({idle['gateway'][0]:.1f} KB)",
+                idle["gateway"][0] < 12,
+            )
+    print("\n".join(checks))
+    print(
+        "not measured: listen.workers: 2 against proxy.py (multi-worker serving is not in this build)"
+    )
+
+
+if __name__ == "__main__":
+    main()
