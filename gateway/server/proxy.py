@@ -128,8 +128,11 @@ def one_line(text: str, limit: int = 400) -> str:
     return "".join(c if c.isprintable() else " " for c in text)[:limit]
 
 
-def same_authority(host_header: str, target: Target) -> bool:
+def same_authority(host_header: str, target: Target, request_target: str = "") -> bool:
     """Whether a Host header names the same host and port as the absolute URI."""
+    authority = request_target.partition("://")[2].partition("/")[0]
+    if authority and "@" not in authority and host_header.lower() == authority.lower():
+        return True  # the usual case, spelled alike: no second parse
     try:
         parsed = parse_url(f"{target.scheme}://{host_header}/")
     except InvalidURLError:
@@ -780,7 +783,7 @@ class Exchange:
             host = head.get("host")
         except BadRequestError as exc:
             return self.fail(400, "bad_request", str(exc), False)
-        if host is not None and not same_authority(host, target):
+        if host is not None and not same_authority(host, target, head.target):
             return self.fail(
                 400,
                 "bad_request",
@@ -846,10 +849,11 @@ class Exchange:
                     self.proxy.audit(record)
                 except AuditWriteError as exc:
                     return self.reply(503, "unavailable", None, exc.message, False)
-                conn.write(out)
                 sent_head = True
                 if _has_body(head.method, response.status):
-                    await self._stream(response, chunked, length)
+                    await self._stream(response, chunked, length, out)
+                else:
+                    conn.write(out)
                 return keep_alive
         except PolicyDeniedError as exc:
             if sent_head:
@@ -861,19 +865,23 @@ class Exchange:
                 return False
             return self.gateway_error(exc, keep_alive=True)
 
-    async def _stream(self, response: Any, chunked: bool, length: int | None) -> None:
+    async def _stream(self, response: Any, chunked: bool, length: int | None, head: bytes) -> None:
+        """The body, streamed; the head goes out with the first piece (one send, not two)."""
         conn = self.conn
         max_duration = self.proxy.proxy_config.tunnel_max_duration
         sent = 0
+        pending: bytes | None = head
         async with asyncio.timeout(max_duration):
-            async for chunk in response.content.iter_any():
-                if chunked:
-                    conn.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
-                else:
-                    conn.write(chunk)
-                sent += len(chunk)
+            async for piece in response.content.iter_any():
+                sent += len(piece)
+                data = b"%x\r\n%b\r\n" % (len(piece), piece) if chunked else piece
+                if pending is not None:
+                    data, pending = pending + data, None  # a copy costs less than a send
+                conn.write(data)
                 if conn.write_paused:
                     await conn.drain()
+        if pending is not None:
+            conn.write(pending)
         if chunked:
             conn.write(b"0\r\n\r\n")
         elif length is not None and sent != length and conn.transport is not None:
