@@ -45,6 +45,7 @@ DESCRIPTION = (
     "refused URL through another route."
 )
 EXTRACT_DEADLINE = 10.0
+INLINE_PREPARE_BYTES = 16 * 1024
 MAX_HEADINGS = 64
 
 
@@ -266,9 +267,12 @@ class WebFetchTool:
         return url
 
     async def _prepare(self, body: bytes, content_type: str, mode: str) -> Prepared:
-        """Extraction and sanitising, both CPU-bound on large or hostile pages, off the loop."""
-        loop = asyncio.get_running_loop()
+        """Extraction and sanitising, both CPU-bound on large or hostile pages, off the loop
+        (a small body costs less than the hand-off to a thread)."""
         try:
+            if len(body) <= INLINE_PREPARE_BYTES:
+                return prepare(body, content_type, mode)
+            loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._executor, prepare, body, content_type, mode)
         except ExtractError as exc:
             raise UpstreamError(f"the page could not be extracted: {exc}") from exc
