@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import ipaddress
+import re
+from collections.abc import Callable
 
 import pytest
+import yarl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from gateway.policy.addresses import IPAddress, looks_numeric_host, parse_ipv4_literal
+from gateway.policy.hosts import HostError, normalize_name
 from gateway.policy.urls import (
+    DEFAULT_PORTS,
+    FAST_ROUTE,
+    MAX_URL_LENGTH,
+    SUPPORTED_SCHEMES,
     InvalidURLError,
+    Target,
     UnsupportedSchemeError,
     parse_url,
     resolve_reference,
@@ -194,3 +206,284 @@ RELATIVE = [
 def test_resolve_reference(location: str, expected: str) -> None:
     base = parse_url("https://example.com/a/b")
     assert str(parse_url(resolve_reference(base, location)).url) == expected
+
+
+# --- The fast route gives exactly what the general route gave ------------------------------
+#
+# `_reference_parse_url` is a frozen copy of parse_url as it was before the fast route (every
+# URL parsed whole by yarl, twice, and rebuilt with with_fragment/with_host/with_port). Kept
+# here so that any change to parse_url, or to the yarl internals it calls, is checked against
+# it: same URL object, same host, port and address, same error message.
+
+_REF_SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
+_REF_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_REF_PORT_RE = re.compile(r"[0-9]*\Z")
+
+
+def _reference_parse_url(raw: object) -> Target:
+    if not isinstance(raw, str):
+        raise InvalidURLError("the URL must be a string")
+    text = raw.strip(" \t\r\n\f\v")
+    if not text:
+        raise InvalidURLError("the URL is empty")
+    if len(text) > MAX_URL_LENGTH:
+        raise InvalidURLError(f"the URL is longer than {MAX_URL_LENGTH} characters")
+    if _REF_CONTROL_RE.search(text):
+        raise InvalidURLError("the URL contains control characters")
+    scheme_match = _REF_SCHEME_RE.match(text)
+    if text.startswith("//"):
+        raise InvalidURLError(f"the URL has no scheme; write 'https:{text}'")
+    if scheme_match is None:
+        raise InvalidURLError(f"the URL has no scheme; write 'https://{text}'")
+    scheme = scheme_match.group(1).lower()
+    if scheme not in SUPPORTED_SCHEMES:
+        raise UnsupportedSchemeError(scheme)
+    rest = text[scheme_match.end() :]
+    if not rest.startswith("//"):
+        raise InvalidURLError(f"an {scheme} URL needs '//' and a host after '{scheme}:'")
+    before_query = rest.split("?", 1)[0]
+    if "\\" in before_query:
+        raise InvalidURLError("the URL contains a backslash before the query")
+    try:
+        raw_parts = yarl.URL(text, encoded=True)
+        url = yarl.URL(text)
+    except (ValueError, TypeError) as exc:
+        raise InvalidURLError(f"the URL does not parse: {exc}") from None
+    authority = raw_parts.raw_authority
+    if raw_parts.raw_user is not None or "@" in authority:
+        raise InvalidURLError("the URL carries user info ('user@'); remove it")
+    host_text = raw_parts.raw_host
+    if not host_text:
+        raise InvalidURLError("the URL has no host")
+    if " " in authority:
+        raise InvalidURLError("the URL's host contains a space")
+    port_text = authority.rpartition("]")[2] if authority.startswith("[") else authority
+    port_text = port_text.rpartition(":")[2] if ":" in port_text else ""
+    if not _REF_PORT_RE.match(port_text):
+        raise InvalidURLError(f"the port {port_text!r} is not a decimal number")
+    port = int(port_text) if port_text else DEFAULT_PORTS[scheme]
+    if not 1 <= port <= 65535:
+        raise InvalidURLError(f"the port {port} is out of range (1-65535)")
+    host, ip = _reference_parse_host(host_text, bracketed=authority.startswith("["))
+    try:
+        final = (
+            url.with_fragment(None)
+            .with_host(host)
+            .with_port(None if port == DEFAULT_PORTS[scheme] else port)
+        )
+        if scheme != url.scheme:
+            final = final.with_scheme(scheme)
+    except ValueError as exc:
+        raise InvalidURLError(f"the URL does not parse: {exc}") from None
+    return Target(url=final, scheme=scheme, host=host, port=port, ip=ip)
+
+
+def _reference_parse_host(text: str, *, bracketed: bool = False) -> tuple[str, IPAddress | None]:
+    if bracketed or ":" in text:
+        if "%" in text:
+            raise InvalidURLError("IPv6 zone identifiers are not allowed in URLs")
+        try:
+            ip6 = ipaddress.IPv6Address(text)
+        except ValueError:
+            raise InvalidURLError(f"{text!r} is not a valid IPv6 address") from None
+        return ip6.compressed, ip6
+    name = text[:-1] if text.endswith(".") else text
+    if looks_numeric_host(name):
+        ip4 = parse_ipv4_literal(name)
+        if ip4 is None:
+            raise InvalidURLError(f"{text!r} looks like an IPv4 address but is not a valid one")
+        return str(ip4), ip4
+    try:
+        return normalize_name(text), None
+    except HostError as exc:
+        raise InvalidURLError(f"invalid host {text[:100]!r}: {exc}") from None
+
+
+def _outcome(parse: Callable[[object], Target], raw: str) -> tuple[object, ...]:
+    """Everything a caller can observe: the error (class and message) or the target, including
+    the parts of the URL object aiohttp reads to connect."""
+    try:
+        target = parse(raw)
+    except InvalidURLError as exc:
+        return ("error", type(exc), str(exc))
+    except Exception as exc:  # noqa: BLE001 - the reference crashes on some input (below)
+        return ("crash", type(exc))
+    url = target.url
+    return (
+        "target",
+        str(url),
+        url,
+        target.scheme,
+        target.host,
+        target.port,
+        target.ip,
+        url.scheme,
+        url.raw_host,
+        url.host,
+        url.port,
+        url.explicit_port,
+        url.raw_path,
+        url.raw_query_string,
+        url.raw_fragment,
+        url.raw_user,
+    )
+
+
+def _assert_same_as_reference(raw: str) -> None:
+    outcome, reference = _outcome(parse_url, raw), _outcome(_reference_parse_url, raw)
+    if reference[0] == "crash":
+        # The one outcome that was allowed to change: yarl's IndexError escaped the old
+        # parser; the new one refuses such a URL.
+        assert outcome[:2] == ("error", InvalidURLError), raw[:300]
+    else:
+        assert outcome == reference, raw[:300]
+
+
+def test_fast_route_is_in_use() -> None:
+    # Without yarl's internals every URL takes the general route: still correct, but the
+    # equivalence tests below would no longer exercise the fast one.
+    assert FAST_ROUTE
+
+
+EDGES = [
+    ("name", "https://Example.COM/a/b?c=d"),
+    ("no path", "http://example.com"),
+    ("query without path", "http://example.com?x=1"),
+    ("fragment without path", "http://example.com#f"),
+    ("empty query", "http://example.com/?"),
+    ("dot segments", "http://example.com/a/./b/../../../c/."),
+    ("encoded dot segments", "http://example.com/a/%2e%2E/b/%2e"),
+    ("percent escapes", "http://example.com/%41%zz%4/%e2%82%ac?q=%2B+%20&r=%"),
+    ("non-ascii path", "http://example.com/caf\u00e9/\u20ac?q=\u00fc#\u00e9"),
+    ("lone surrogate in path", "http://example.com/\ud800"),
+    ("lone surrogate in query", "http://example.com/?\udfff"),
+    ("lone surrogate in fragment", "http://example.com/#\ud800"),
+    ("port", "http://example.com:8080"),
+    ("default port", "https://example.com:443/"),
+    ("other scheme's default port", "https://example.com:80/"),
+    ("empty port", "http://example.com:/"),
+    ("port zero", "http://example.com:0/"),
+    ("port zeros only", "http://example.com:0000/"),
+    ("port leading zeros", "http://example.com:000000000000000443/"),
+    ("port 65535", "http://example.com:65535/"),
+    ("port 65536", "http://example.com:65536/"),
+    ("port huge", "http://example.com:" + "9" * 5000 + "/"),
+    ("port huge with zeros", "http://example.com:" + "0" * 5000 + "80/"),
+    ("two ports", "http://example.com:80:80/"),
+    ("port sign", "http://example.com:+80/"),
+    ("port unicode digits", "http://example.com:\u0668\u0660/"),
+    ("empty host with port", "http://:80/"),
+    ("empty authority", "http:///x"),
+    ("space in host", "http://exa mple.com/"),
+    ("space in host and bad port", "http://exa mple.com:x/"),
+    ("space in path", "http://example.com/a b"),
+    ("userinfo", "http://u:p@example.com/"),
+    ("empty userinfo", "http://@example.com/"),
+    ("dotted quad", "http://10.20.30.40/x"),
+    ("dotted quad trailing dot", "http://10.20.30.40./x"),
+    ("dotted quad leading zero", "http://10.020.30.40/"),
+    ("dotted quad 256", "http://10.20.30.256/"),
+    ("dotted quad with port", "http://8.8.8.8:8080/"),
+    ("zero quad", "http://0.0.0.0/"),
+    ("broadcast quad", "http://255.255.255.255/"),
+    ("short IPv4", "http://127.1/"),
+    ("hex IPv4", "http://0x7f.1/"),
+    ("numeric name", "http://1.2.3.4.5/"),
+    ("ipv6", "http://[::1]:8080/"),
+    ("ipv6 zone", "http://[fe80::1%25eth0]/"),
+    ("idna", "http://B\u00fccher.de/"),
+    ("fullwidth dot", "http://example\uff0ecom/"),
+    ("fullwidth solidus", "http://evil\uff0fexample.com/"),
+    ("percent in host", "http://exa%41mple.com/"),
+    ("star host", "http://*.example.com/"),
+    ("brace host", "http://{a}.example.com/"),
+    ("tilde host", "http://~a.example.com/"),
+    ("uppercase scheme", "HTTP://EXAMPLE.COM:80/"),
+    ("question mark host end", "http://example.com?/x"),
+    ("backslash in query", "http://example.com/?a\\b"),
+    ("hash in query", "http://example.com/?a#b?c"),
+    ("brackets then at sign", "http://[x]@"),
+]
+
+
+@pytest.mark.parametrize("raw", ["http://[x]@", "http://a[@b]@/", "https://[::1]@"])
+def test_parse_url_refuses_what_crashes_yarl(raw: str) -> None:
+    with pytest.raises(InvalidURLError, match="does not parse"):
+        parse_url(raw)
+
+
+@pytest.mark.parametrize("raw", [e[1] for e in EDGES], ids=[e[0] for e in EDGES])
+def test_parse_url_same_as_reference_on_edges(raw: str) -> None:
+    _assert_same_as_reference(raw)
+
+
+_HOST_CHARS = st.sampled_from(
+    list("abcxyzABCXYZ0123456789-_.")
+    + list(" %*~!$&'()+,;=<>{}|^`\"@:[]/?#\\")
+    + ["\u00df", "\u00fc", "\u00dc", "\u00ad", "\u200b", "\uff0e", "\uff41", "\u0131", "\u2100"]
+)
+_PATH_CHARS = st.sampled_from(
+    list("abcXYZ0189-_.~/%?#:@!$&'()*+,;=[]{}|^` \"<>\\")
+    + list("2e2E41ff")
+    + ["\u00e9", "\u20ac", "\U0001f600", "\ud800", "\udfff", "\x7f"]
+)
+
+
+def _ipv4_spellings() -> st.SearchStrategy[str]:
+    octet = st.one_of(
+        st.integers(0, 255).map(str),
+        st.integers(0, 999).map(str),
+        st.integers(0, 255).map(lambda v: f"0{v:o}"),
+        st.integers(0, 255).map(lambda v: f"0x{v:x}"),
+        st.sampled_from(["", "00", "0", "1", "255", "256"]),
+    )
+    return st.lists(octet, min_size=1, max_size=5).map(".".join)
+
+
+_HOSTS = st.one_of(
+    st.lists(st.text(_HOST_CHARS, min_size=0, max_size=12), min_size=1, max_size=4).map(".".join),
+    st.lists(
+        st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-"), min_size=1, max_size=12),
+        min_size=1,
+        max_size=5,
+    ).map(".".join),
+    _ipv4_spellings(),
+    st.ip_addresses(v=4).map(str),
+    st.ip_addresses(v=6).map(lambda ip: f"[{ip}]"),
+    st.sampled_from(["[::g]", "[fe80::1%25eth0]", "[v1.x]", "[::1", "::1]", ""]),
+)
+_PORTS = st.one_of(
+    st.just(""),
+    st.integers(0, 70000).map(lambda p: f":{p}"),
+    st.text(st.sampled_from(list("0123456789+-a: ")), max_size=7).map(lambda p: ":" + p),
+)
+
+
+@st.composite
+def _urls(draw: st.DrawFn) -> str:
+    scheme = draw(st.sampled_from(["http", "https", "HTTP", "hTTps", "ftp", ""]))
+    separator = draw(st.sampled_from(["://", "://", "://", ":/", ":", "//", ":///"]))
+    user = draw(st.sampled_from(["", "", "", "user@", "u:p@", "@", "a%40b@"]))
+    host = draw(_HOSTS)
+    dot = draw(st.sampled_from(["", "", "."]))
+    port = draw(_PORTS)
+    path = draw(st.text(_PATH_CHARS, max_size=20))
+    if path and draw(st.booleans()):
+        path = "/" + path
+    query = draw(st.one_of(st.just(""), st.text(_PATH_CHARS, max_size=15).map(lambda q: "?" + q)))
+    fragment = draw(st.one_of(st.just(""), st.text(_PATH_CHARS, max_size=8).map(lambda f: "#" + f)))
+    padding = draw(st.sampled_from(["", "", " ", "\t", "\n "]))
+    return f"{padding}{scheme}{separator}{user}{host}{dot}{port}{path}{query}{fragment}{padding}"
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_urls())
+def test_parse_url_same_as_reference_on_generated_urls(raw: str) -> None:
+    _assert_same_as_reference(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_parse_url_same_as_reference_on_any_text_after_a_scheme(tail: str) -> None:
+    _assert_same_as_reference("http://" + tail)
+    _assert_same_as_reference("https://example.com/" + tail)
