@@ -72,7 +72,7 @@ async def serve(
         for hook in services.extra_sites:
             binds.extend(await hook(services))
         await services.fetcher.set_own_addresses(own_listening_addresses(binds))
-        _install_signals(services, stop, reload_config)
+        _install_signals(services, stop)
         log.info(
             "listening",
             extra={
@@ -88,7 +88,7 @@ async def serve(
             if maybe is not None:
                 await maybe
         # SIGHUP and file changes reload through one controller, which also keeps the keys
-        # that need a restart and reports them in /v1/status (it replaces the plain handler).
+        # that need a restart and reports them in /v1/status.
         reloader = ReloadController(services, reload_config)
         reloader.install_sighup()
         services.status_providers["reload"] = reloader.status
@@ -166,9 +166,8 @@ async def _wait_idle(services: Services, timeout: float) -> bool:
     return True
 
 
-def _install_signals(
-    services: Services, stop: asyncio.Event, reload_config: Callable[[], GatewayConfig] | None
-) -> None:
+def _install_signals(services: Services, stop: asyncio.Event) -> None:
+    """SIGTERM and SIGINT drain; SIGHUP belongs to the ReloadController."""
     loop = asyncio.get_running_loop()
 
     def on_term() -> None:
@@ -176,24 +175,6 @@ def _install_signals(
         services.draining = True
         stop.set()
 
-    def on_hup() -> None:
-        config = None
-        if reload_config is not None:
-            try:
-                config = reload_config()
-            except Exception as exc:  # a broken config keeps the running state
-                services.reload_failed(str(exc))
-                log.error("reload failed: configuration kept", extra={"problems": str(exc)[:2000]})
-                return
-        if services.reload(config):
-            log.info("reloaded", extra={"clients": len(services.state.clients)})
-        else:
-            log.error(
-                "reload failed: previous policies kept",
-                extra={"problems": list(services.reload_status.problems)[:50]},
-            )
-
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGTERM, on_term)
         loop.add_signal_handler(signal.SIGINT, on_term)
-        loop.add_signal_handler(signal.SIGHUP, on_hup)
