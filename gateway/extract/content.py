@@ -3,20 +3,28 @@
 After Mozilla Readability's algorithm: paragraphs score their ancestors, the best-scoring block
 (after discounting its link text) wins, sibling blocks that score near it join it, and then
 link-heavy, form-like or image-only blocks inside it are removed. The tree passed in is
-modified; callers parse a fresh one per attempt.
+modified; callers need a fresh one per attempt.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lxml import etree
 
-from gateway.extract.tree import squash, text_length, text_of
+from gateway.extract.tree import (
+    DeadlineExceeded,
+    SubtreeText,
+    check_every,
+    squash,
+    text_length,
+    text_of,
+)
+
+__all__ = ["ATTEMPTS", "ENOUGH_CONTENT_CHARS", "Attempt", "DeadlineExceeded", "select_content"]
 
 # Elements that never hold readable main content.
 _JUNK_TAGS = (
@@ -122,15 +130,6 @@ def _is_hidden(el: etree._Element) -> bool:
     return bool(style and _HIDDEN_STYLE.search(style[:MAX_LABEL_CHARS]))
 
 
-class DeadlineExceeded(Exception):
-    """Content selection ran past the caller's deadline."""
-
-
-def _check_every(deadline: float | None, count: int) -> None:
-    if deadline is not None and count % 1024 == 0 and time.monotonic() > deadline:
-        raise DeadlineExceeded
-
-
 def strip_boilerplate(
     body: etree._Element, attempt: Attempt, deadline: float | None = None
 ) -> None:
@@ -142,7 +141,7 @@ def strip_boilerplate(
     doomed: list[etree._Element] = []
     small_widgets: list[etree._Element] = []
     for count, el in enumerate(body.iter(etree.Element)):
-        _check_every(deadline, count)
+        check_every(deadline, count)
         # most elements have no attributes; asking for their names once is cheaper than
         # looking up each attribute
         keys = el.keys()
@@ -191,7 +190,7 @@ def strip_boilerplate(
     # reading (nested widgets would otherwise cost depth x text).
     big: set[etree._Element] = set()
     for count, el in enumerate(reversed(small_widgets)):
-        _check_every(deadline, count)
+        check_every(deadline, count)
         if el in big:
             continue
         if _holds_text(el, WIDGET_MAX_CHARS):
@@ -236,14 +235,23 @@ def link_density(
         return 0.0
     links = 0.0
     for count, a in enumerate(el.iter("a")):
-        _check_every(deadline, count + 1)
+        check_every(deadline, count + 1)
         href = a.get("href") or ""
         links += text_length(a) * (0.3 if href.startswith("#") else 1.0)
     return links / length
 
 
-def _paragraphs(body: etree._Element) -> Iterator[tuple[etree._Element, str]]:
-    """(first element to credit, text) for each paragraph-like run of text.
+def _link_density(el: etree._Element, text: SubtreeText, deadline: float | None) -> float:
+    """`link_density(el)` from the measured text."""
+    length = text.length(el)
+    return text.link_length(el, deadline) / length if length else 0.0
+
+
+def _paragraphs(
+    body: etree._Element, text: SubtreeText
+) -> Iterator[tuple[etree._Element, int, str]]:
+    """(first element to credit, text length, text) for each paragraph-like run of text at
+    least MIN_PARAGRAPH_CHARS long (length as `text_length` counts; the text unsquashed).
 
     A div or section without block children counts as a paragraph (credits its parent); text
     lying directly in a div between blocks is a paragraph of that div (credits the div).
@@ -255,24 +263,26 @@ def _paragraphs(body: etree._Element) -> Iterator[tuple[etree._Element, str]]:
         if el.tag in ("div", "section") and any(child.tag in _BLOCK_CHILDREN for child in el):
             direct = (el.text or "") + "".join(child.tail or "" for child in el)
             if len(direct) >= MIN_PARAGRAPH_CHARS:
-                yield el, direct
+                length = len(squash(direct))
+                if length >= MIN_PARAGRAPH_CHARS:
+                    yield el, length, direct
             continue
-        yield parent, text_of(el)
+        length = text.length(el)
+        if length >= MIN_PARAGRAPH_CHARS:
+            yield parent, length, text.text(el)
 
 
 def _score_candidates(
-    body: etree._Element, attempt: Attempt, deadline: float | None
+    body: etree._Element, attempt: Attempt, text: SubtreeText, deadline: float | None
 ) -> dict[etree._Element, float]:
     scores: dict[etree._Element, float] = {}
     # paragraphs share parents: each parent's chain of (ancestor, divider) is built once
     chains: dict[etree._Element, list[tuple[etree._Element, int]]] = {}
-    for count, (first, raw) in enumerate(_paragraphs(body)):
-        _check_every(deadline, count)
-        text = squash(raw)
-        if len(text) < MIN_PARAGRAPH_CHARS:
-            continue
-        commas = text.count(",") if text.isascii() else len(_COMMAS.findall(text))
-        score = 1 + commas + min(len(text) // 100, 3)
+    for count, (first, length, raw) in enumerate(_paragraphs(body, text)):
+        check_every(deadline, count)
+        # squashing only removes whitespace: the commas are the same before and after
+        commas = raw.count(",") if raw.isascii() else len(_COMMAS.findall(raw))
+        score = 1 + commas + min(length // 100, 3)
         chain = chains.get(first)
         if chain is None:
             chain = chains[first] = _ancestor_chain(first, scores, attempt)
@@ -306,16 +316,18 @@ def select_content(
 
     Raises DeadlineExceeded once `deadline` (time.monotonic()) has passed."""
     strip_boilerplate(body, attempt, deadline)
-    scores = _score_candidates(body, attempt, deadline)
+    # the tree stays as it is now until _prepare: its text is measured once for all questions
+    text = SubtreeText(body, deadline)
+    scores = _score_candidates(body, attempt, text, deadline)
     container = etree.Element("div")
     if not scores:
         container.append(body)
         return container
     ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)[:10]
-    adjusted = {el: score * (1 - link_density(el, None, deadline)) for el, score in ranked}
+    adjusted = {el: score * (1 - _link_density(el, text, deadline)) for el, score in ranked}
     top, top_score = max(adjusted.items(), key=lambda item: item[1])
     top = _common_ancestor(top, top_score, adjusted, body)
-    top = _climb(top, top_score, scores, adjusted, deadline)
+    top = _climb(top, top_score, scores, adjusted, text, deadline)
     top_score = adjusted.get(top, scores.get(top, top_score))
 
     parent = top.getparent()
@@ -328,14 +340,18 @@ def select_content(
         keep = sibling is top
         if not keep:
             bonus = top_score * 0.2 if top_class and sibling.get("class") == top_class else 0
+            # siblings moved into the container so far keep their subtrees: `text` still
+            # measures them and the rest right
             if sibling in scores:
-                sibling_score = scores[sibling] * (1 - link_density(sibling, None, deadline))
+                sibling_score = scores[sibling] * (1 - _link_density(sibling, text, deadline))
                 keep = sibling_score + bonus >= threshold
             if not keep and sibling.tag == "p":
-                text = squash(text_of(sibling))
-                density = link_density(sibling, len(text), deadline)
-                keep = (len(text) > 80 and density < 0.25) or (
-                    0 < len(text) <= 80 and density == 0 and _SENTENCE_END.search(text) is not None
+                length = text.length(sibling)
+                density = _link_density(sibling, text, deadline)
+                keep = (length > 80 and density < 0.25) or (
+                    0 < length <= 80
+                    and density == 0
+                    and _SENTENCE_END.search(squash(text.text(sibling))) is not None
                 )
         if keep:
             # lxml moves the tail with the element; that text belongs to the old parent
@@ -373,6 +389,7 @@ def _climb(
     top_score: float,
     scores: dict[etree._Element, float],
     adjusted: dict[etree._Element, float],
+    text: SubtreeText,
     deadline: float | None,
 ) -> etree._Element:
     """Move up from the best block while its ancestors score as well (split articles)."""
@@ -390,7 +407,7 @@ def _climb(
             continue
         score = adjusted.get(parent)
         if score is None:
-            score = scores[parent] * (1 - link_density(parent, None, deadline))
+            score = scores[parent] * (1 - _link_density(parent, text, deadline))
         if score < threshold:
             break
         if score > last:
@@ -419,7 +436,7 @@ def _prepare(
     if not attempt.clean_conditionally:
         return
     for count, el in enumerate(reversed(list(container.iter(*_CLEANED_TAGS)))):
-        _check_every(deadline, count)
+        check_every(deadline, count)
         if el.getparent() is None or el is container:
             continue
         if _should_clean(el, attempt, scores, deadline):

@@ -45,6 +45,9 @@ MAX_COLSPAN = 16
 
 
 def _squash_inline(text: str) -> str:
+    # most text has nothing to squash: no printable character is whitespace but U+0020
+    if text.isprintable() and "  " not in text:
+        return text
     return _WHITESPACE.sub(" ", text)
 
 
@@ -56,9 +59,14 @@ class Renderer:
         self.deadline = deadline
         self.headings: list[tuple[int, str]] = []
         self._seen = 0
+        # the elements that hold a block element somewhere below them, found on first need
+        self._block_holders: set[etree._Element] | None = None
+        self._root: etree._Element | None = None
 
     def render(self, root: etree._Element) -> str:
         blocks: list[str] = []
+        self._root = root
+        self._block_holders = None
         self._blocks(root, blocks, 0)
         return "\n\n".join(blocks)
 
@@ -99,10 +107,13 @@ class Renderer:
         tag = el.tag
         if tag in _BLOCKS:
             return True
-        if tag == "br" or tag == "img":
+        if tag == "br" or tag == "img" or not len(el):
             return False
         # an inline element wrapping blocks (a card link, a span around paragraphs)
-        return next(el.iter(*_BLOCKS), None) is not None
+        holders = self._block_holders
+        if holders is None:
+            holders = self._block_holders = _block_holders(self._root)
+        return el in holders
 
     @staticmethod
     def _flush(inline: list[str], out: list[str]) -> None:
@@ -376,6 +387,20 @@ def _code_language(el: etree._Element) -> str:
     return ""
 
 
+def _block_holders(root: etree._Element | None) -> set[etree._Element]:
+    """The elements with a block element below them: one walk for the whole tree, where
+    searching each inline element's subtree costs depth x size on nested inline markup."""
+    holders: set[etree._Element] = set()
+    if root is None:
+        return holders
+    for block in root.iter(*_BLOCKS):
+        for ancestor in block.iterancestors():
+            if ancestor in holders:
+                break
+            holders.add(ancestor)
+    return holders
+
+
 def _table_rows(table: etree._Element) -> list[list[etree._Element]]:
     rows: list[list[etree._Element]] = []
     for row in table.iter("tr"):
@@ -388,7 +413,10 @@ def _table_rows(table: etree._Element) -> list[list[etree._Element]]:
 
 
 def _colspan(cell: etree._Element) -> int:
-    value = (cell.get("colspan") or "1").strip()
+    value = cell.get("colspan")
+    if value is None:
+        return 1
+    value = value.strip()
     if not value.isdigit() or len(value) > 3:
         return 1
     return min(max(int(value), 1), MAX_COLSPAN)

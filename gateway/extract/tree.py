@@ -7,6 +7,8 @@ lxml parsers must not be shared between threads.
 
 from __future__ import annotations
 
+import time
+
 from lxml import etree
 
 from gateway.extract.charset import sniff_encoding
@@ -51,6 +53,112 @@ def text_length(el: etree._Element) -> int:
 
 def text_of(el: etree._Element) -> str:
     return "".join(el.itertext())
+
+
+class DeadlineExceeded(Exception):
+    """Extraction ran past the caller's deadline."""
+
+
+def check_every(deadline: float | None, count: int) -> None:
+    """Every 1024th count, raise DeadlineExceeded once `deadline` (time.monotonic()) passed."""
+    if deadline is not None and count % 1024 == 0 and time.monotonic() > deadline:
+        raise DeadlineExceeded
+
+
+class SubtreeText:
+    """`text_length`, text and link text of every element under a root, from one walk.
+
+    An element's text (its itertext joined) is a run of consecutive pieces (texts and tails)
+    of a document-order walk, so prefix sums over the pieces give any element's length in
+    constant time, where joining and splitting each subtree again costs its size per question.
+    Valid only while the tree is unchanged; one per call, never shared.
+    """
+
+    __slots__ = ("_spans", "_pieces", "_chars", "_words", "_joins")
+
+    def __init__(self, root: etree._Element, deadline: float | None = None) -> None:
+        pieces: list[str] = []
+        # per element: the half-open range of the non-empty pieces its text is made of
+        spans: dict[etree._Element, tuple[int, int]] = {}
+        starts: list[int] = []
+        append = pieces.append
+        push, pop = starts.append, starts.pop
+        for event, node in etree.iterwalk(root, events=_WALK_EVENTS):
+            if event == "start":
+                push(len(pieces))
+                text = node.text
+                if text:
+                    append(text)
+                continue
+            if event == "end":
+                spans[node] = (pop(), len(pieces))
+                if len(spans) & 1023 == 0:
+                    check_every(deadline, 0)
+            # comments' and PIs' tails are their parent's text; the root's tail is not its own
+            if node is not root:
+                tail = node.tail
+                if tail:
+                    append(tail)
+        # per piece: non-space characters, words, and whether it starts or ends with a space
+        # (where two pieces meet with no space, their edge words are one word)
+        chars = [0]
+        words = [0]
+        joins = [0]
+        ends_in_word = False
+        for piece in pieces:
+            if piece.isspace():
+                ends_in_word = False
+                chars.append(chars[-1])
+                words.append(words[-1])
+                joins.append(joins[-1])
+                continue
+            starts_with_space = piece[0].isspace()
+            if piece.isprintable() and "  " not in piece:
+                # the common case, counted without splitting: the only printable whitespace
+                # is U+0020, and no two of them are adjacent
+                spaces = piece.count(" ")
+                chars.append(chars[-1] + len(piece) - spaces)
+                words.append(words[-1] + spaces + 1 - starts_with_space - (piece[-1] == " "))
+            else:
+                split = piece.split()
+                chars.append(chars[-1] + sum(map(len, split)))
+                words.append(words[-1] + len(split))
+            joins.append(joins[-1] + (ends_in_word and not starts_with_space))
+            ends_in_word = not piece[-1].isspace()
+        self._chars, self._words, self._joins = chars, words, joins
+        self._spans = spans
+        self._pieces = pieces
+
+    def _length(self, first: int, end: int) -> int:
+        if end <= first:
+            return 0
+        # the join of the run's first piece is with the piece before the run
+        words = self._words[end] - self._words[first] - (self._joins[end] - self._joins[first + 1])
+        if words <= 0:
+            return 0
+        return self._chars[end] - self._chars[first] + words - 1
+
+    def length(self, el: etree._Element) -> int:
+        """`text_length(el)`."""
+        span = self._spans.get(el)
+        return text_length(el) if span is None else self._length(*span)
+
+    def text(self, el: etree._Element) -> str:
+        """`text_of(el)`."""
+        span = self._spans.get(el)
+        return text_of(el) if span is None else "".join(self._pieces[span[0] : span[1]])
+
+    def link_length(self, el: etree._Element, deadline: float | None = None) -> float:
+        """The text of the links in `el` (itself included); fragment links (`#...`) at 0.3."""
+        links = 0.0
+        for count, a in enumerate(el.iter("a")):
+            check_every(deadline, count + 1)
+            href = a.get("href") or ""
+            links += self.length(a) * (0.3 if href.startswith("#") else 1.0)
+        return links
+
+
+_WALK_EVENTS = ("start", "end", "comment", "pi")
 
 
 def _meta_content(root: etree._Element, *keys: str) -> str | None:
