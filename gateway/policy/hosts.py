@@ -20,6 +20,11 @@ MAX_NAME_LENGTH = 253
 MAX_LABEL_LENGTH = 63
 
 _LABEL_RE = re.compile(r"[a-z0-9_-]+\Z")
+# A name that normalises to itself lower-cased (one trailing dot allowed): 1-63 ASCII letter,
+# digit, '-' or '_' per label and at most 253 characters without the dot (the lookahead).
+_PLAIN_NAME_RE = re.compile(
+    r"(?=[A-Za-z0-9_.-]{1,253}\.?\Z)[A-Za-z0-9_-]{1,63}(?:\.[A-Za-z0-9_-]{1,63})*\.?\Z"
+)
 # Characters that are never part of a host name; rejected before any IDNA processing so
 # that UTS 46 mapping can never turn them into something that looks valid.
 _FORBIDDEN_RE = re.compile(r"[\x00-\x20\x7f%\\/?#@:\[\]<>\"'`{}|^]")
@@ -54,6 +59,11 @@ def normalize_name(raw: str) -> str:
 
     Only for names: IP literals are recognised by the caller first (`urls.parse_host`).
     """
+    if _PLAIN_NAME_RE.match(raw):
+        # Already an A-label name in letters, digits, '-' and '_': the checks below would
+        # find nothing to refuse and nothing to map.
+        host = raw.lower()
+        return host[:-1] if host.endswith(".") else host
     if not raw:
         raise HostError("empty host")
     if len(raw) > 4 * MAX_NAME_LENGTH:
@@ -173,34 +183,26 @@ class HostIndex:
     rule id reported is the one a reader finds first.
     """
 
-    __slots__ = ("_exact", "_subdomains", "_domain")
+    __slots__ = ("_at", "_under")
 
     def __init__(self, patterns: Iterable[HostPattern]) -> None:
-        self._exact: dict[str, int] = {}
-        self._subdomains: dict[str, int] = {}
-        self._domain: dict[str, int] = {}
+        # `_at[d]`: the first pattern matching the host `d` itself (exact or `.d`);
+        # `_under[d]`: the first matching any name below `d` (`*.d` or `.d`).
+        self._at: dict[str, int] = {}
+        self._under: dict[str, int] = {}
         for position, pattern in enumerate(patterns):
-            table = {
-                PatternKind.EXACT: self._exact,
-                PatternKind.SUBDOMAINS: self._subdomains,
-                PatternKind.DOMAIN_AND_SUBDOMAINS: self._domain,
-            }[pattern.kind]
-            table.setdefault(pattern.domain, position)
+            if pattern.kind is not PatternKind.SUBDOMAINS:
+                self._at.setdefault(pattern.domain, position)
+            if pattern.kind is not PatternKind.EXACT:
+                self._under.setdefault(pattern.domain, position)
 
     def match(self, host: str) -> int | None:
-        best: int | None = None
-
-        def consider(position: int | None) -> None:
-            nonlocal best
-            if position is not None and (best is None or position < best):
-                best = position
-
-        consider(self._exact.get(host))
-        consider(self._domain.get(host))
+        best = self._at.get(host)
+        under = self._under
         dot = host.find(".")
         while dot != -1:
-            parent = host[dot + 1 :]
-            consider(self._subdomains.get(parent))
-            consider(self._domain.get(parent))
+            found = under.get(host[dot + 1 :])
+            if found is not None and (best is None or found < best):
+                best = found
             dot = host.find(".", dot + 1)
         return best
