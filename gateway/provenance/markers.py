@@ -37,12 +37,18 @@ marker past the second pass:
      becomes `‹`, every closing one `›`; the rest of the token is kept.
    A `>>>` anywhere else is left alone: the unguessable nonce is what makes a forged end
    marker useless, the scrubbing only keeps a model from being confused by one.
+
+The rules are applied line by line by a careful, slow path. A whole-text filter at C speed (on
+the UTF-8 bytes: a cheap tight fold, then byte searches) picks the lines it must run on; it may
+pick a line with nothing to neutralise, never miss one (tests hold it to the careful path).
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+import string
+import sys
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,36 +93,29 @@ _SEPARATORS = frozenset(
     "\u2e17\u2e1a\u2e3a\u2e3b\u2e40\u2e5d\u3000\u301c\u3030\u30a0"
     "\ufe31\ufe32\ufe33\ufe34\ufe4d\ufe4e\ufe4f\ufe58\ufe63\uff0d\uff3f\U00010ead"
 )
-_OTHER_SEPARATORS = frozenset(
-    char for char in _SEPARATORS if not char.isspace() and char not in "_-"
+_INVISIBLE_RANGES = (
+    (0x00, 0x08),
+    (0x0B, 0x1F),
+    (0x7F, 0x9F),
+    (0xAD, 0xAD),
+    (0x34F, 0x34F),
+    (0x61C, 0x61C),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x2064),
+    (0x2066, 0x206F),
+    (0x3164, 0x3164),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF9, 0xFFFB),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE007F),
+    (0xD800, 0xDFFF),
 )
-_BRACKET_LOOKALIKE = re.compile("[" + re.escape("".join(chr(code) for code in _BRACKET_FOLD)) + "]")
-
 _INVISIBLE_CHARS = frozenset(
-    chr(code)
-    for low, high in (
-        (0x00, 0x08),
-        (0x0B, 0x1F),
-        (0x7F, 0x9F),
-        (0xAD, 0xAD),
-        (0x34F, 0x34F),
-        (0x61C, 0x61C),
-        (0x180E, 0x180E),
-        (0x200B, 0x200F),
-        (0x202A, 0x202E),
-        (0x2060, 0x2064),
-        (0x2066, 0x206F),
-        (0x3164, 0x3164),
-        (0xFEFF, 0xFEFF),
-        (0xFFA0, 0xFFA0),
-        (0xFFF9, 0xFFFB),
-        (0x1D173, 0x1D17A),
-        (0xE0000, 0xE007F),
-        (0xD800, 0xDFFF),
-    )
-    for code in range(low, high + 1)
+    chr(code) for low, high in _INVISIBLE_RANGES for code in range(low, high + 1)
 )
-_ASCII_INVISIBLE = bytes(sorted(ord(char) for char in _INVISIBLE_CHARS if ord(char) < 0x80))
 _JOINERS = frozenset("\u200c\u200d")
 
 _ENTITY = re.compile(r"&(?:(LT)|(GT)|#0*(?:(60)|(62))|#X0*(?:(3C)|(3E)));?")
@@ -129,8 +128,6 @@ _ROLE_TOKEN = re.compile(
     r"|TOOL[_ -]?USE|TOOL[_ -]?RESPONSE|START[_ -]?OF[_ -]?TURN|END[_ -]?OF[_ -]?TURN"
     r"|SYSTEM[_ -]?REMINDER)(?:\s[^<>\n]{0,256})?/?>"
 )
-# A loose pre-check on a whole-text fold: every line _ROLE_TOKEN can match contains one of these.
-_ROLE_HINT = re.compile(r"<\||\[/?INST\]|<</?SYS>>|</?(?:TOOL|FUNCTION|START|END|SYSTEM)")
 
 _NONCE = re.compile(r"[0-9a-f]{24,}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -159,8 +156,11 @@ def new_nonce() -> str:
 
 def sanitize(text: str) -> Sanitized:
     """Remove invisible characters, then neutralise marker look-alikes and role tokens."""
-    visible, invisible = _remove_invisible(text)
-    neutral, lookalikes = _neutralise(visible)
+    inventory = _inventory(text)
+    visible, invisible = _remove_invisible(text, inventory.invisible)
+    if inventory.invisible:
+        inventory = _Inventory(visible.encode(), frozenset(), inventory.special)
+    neutral, lookalikes = _neutralise(visible, inventory)
     return Sanitized(neutral, lookalikes, invisible)
 
 
@@ -218,27 +218,72 @@ def unwrap(wrapped: str, nonce: str) -> str:
     return wrapped[first + 1 : last]
 
 
+# --- what a text holds --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Inventory:
+    """A text's UTF-8 bytes and the characters in it that the sanitiser must look at."""
+
+    data: bytes
+    invisible: frozenset[str]  # invisible characters present
+    special: frozenset[str]  # non-ASCII characters present that the line filter must fold
+
+
+def _inventory(text: str) -> _Inventory:
+    # Python-level work per character costs tens of nanoseconds; bytes.translate costs well
+    # under one. Deleting the visible ASCII bytes leaves the ASCII controls and whole UTF-8
+    # sequences of the non-ASCII characters: about 1% of an ordinary page, and only that
+    # short remainder goes through the regex.
+    data = text.encode("utf-8", "surrogatepass")
+    rest = data.translate(None, _ASCII_VISIBLE)
+    if not rest:
+        return _Inventory(data, frozenset(), frozenset())
+    notable = frozenset(_NOTABLE.findall(rest.decode("utf-8", "surrogatepass")))
+    return _Inventory(data, notable & _INVISIBLE_CHARS, notable & _FILTER_SPECIAL_CHARS)
+
+
 # --- invisible characters ----------------------------------------------------------------
 
 
-def _remove_invisible(text: str) -> tuple[str, int]:
-    # str.find per distinct invisible character runs at C speed; a regex scan over a large
-    # character class would cost tens of nanoseconds per character of ordinary text.
-    if text.isascii() and len(text.encode().translate(None, _ASCII_INVISIBLE)) == len(text):
-        return text, 0
-    present = _INVISIBLE_CHARS.intersection(text)
+def _remove_invisible(text: str, present: frozenset[str] | None = None) -> tuple[str, int]:
+    """`text` without its invisible characters, and how many were removed and counted.
+
+    `present` is the set of invisible characters in `text` when the caller knows it already.
+    """
+    if present is None:
+        present = _inventory(text).invisible
     if not present:
         return text, 0
+    removed = 0
+    if "\r" in present and "\r\n" in text:
+        # The CR of a CRLF line break is removed but not counted: it hides nothing.
+        text = text.replace("\r\n", "\n")
+    # Whole-text count and replace per distinct character run at C speed. Removing the other
+    # invisible characters first leaves each run's joiners together, between the same two
+    # visible characters the whole run stood between.
+    for char in present - _JOINERS:
+        found = text.count(char)
+        if found:
+            removed += found
+            text = text.replace(char, "")
+    if present & _JOINERS:
+        text, dropped = _drop_stray_joiners(text)
+        removed += dropped
+    return text, removed
+
+
+def _drop_stray_joiners(text: str) -> tuple[str, int]:
+    """Of each run of ZWJ/ZWNJ keep the first if the run joins two letters or two emoji."""
     positions: list[int] = []
-    for char in present:
-        index = text.find(char)
+    for joiner in _JOINERS:
+        index = text.find(joiner)
         while index >= 0:
             positions.append(index)
-            index = text.find(char, index + 1)
+            index = text.find(joiner, index + 1)
     positions.sort()
-
     out: list[str] = []
-    removed = 0
+    dropped = 0
     copied = 0  # text[:copied] is handled
     run_start = 0
     for number, position in enumerate(positions):
@@ -247,22 +292,20 @@ def _remove_invisible(text: str) -> tuple[str, int]:
         if number + 1 < len(positions) and positions[number + 1] == position + 1:
             continue  # the run goes on
         run_end = position + 1
-        run = text[run_start:run_end]
-        kept = ""
-        joiner = next((char for char in run if char in _JOINERS), None)
-        if joiner is not None:
-            before = text[run_start - 1] if run_start > 0 else ""
-            after = text[run_end] if run_end < len(text) else ""
-            if _joins(before, after):
-                kept = joiner
-        # A CR ending a CRLF line break is removed but not counted: it hides nothing.
-        line_ending = run.endswith("\r") and text.startswith("\n", run_end)
-        removed += len(run) - len(kept) - line_ending
+        before = text[run_start - 1] if run_start > 0 else ""
+        after = text[run_end] if run_end < len(text) else ""
+        keep = _joins(before, after)
+        if keep and run_end == run_start + 1:
+            continue  # a single joiner that stays: copied with the text after it
+        dropped += run_end - run_start - keep
         out.append(text[copied:run_start])
-        out.append(kept)
+        if keep:
+            out.append(text[run_start])
         copied = run_end
+    if not out:
+        return text, 0
     out.append(text[copied:])
-    return "".join(out), removed
+    return "".join(out), dropped
 
 
 def _joins(before: str, after: str) -> bool:
@@ -300,54 +343,290 @@ _EMOJI_RANGES = (
 )
 
 
+_EMOJI = frozenset(chr(code) for low, high in _EMOJI_RANGES for code in range(low, high + 1))
+
+
 def _is_emoji(char: str) -> bool:
-    code = ord(char)
-    return any(low <= code <= high for low, high in _EMOJI_RANGES)
+    return char in _EMOJI
 
 
 # --- marker look-alikes ------------------------------------------------------------------
 
 
-def _neutralise(text: str) -> tuple[str, int]:
-    if not _may_hold_lookalikes(text):
+def _neutralise(text: str, inventory: _Inventory) -> tuple[str, int]:
+    candidates = _candidate_lines(_filter_fold(inventory.data, inventory.special))
+    if not candidates:
         return text, 0
     lines = text.split("\n")
     total = 0
-    for number, line in enumerate(lines):
-        if _may_hold_lookalikes(line):
-            lines[number], count = _neutralise_line(line)
-            total += count
+    for number in candidates:
+        lines[number], count = _neutralise_line(lines[number])
+        total += count
     return "\n".join(lines), total
 
 
-def _may_hold_lookalikes(text: str) -> bool:
-    """A cheap gate at C speed: False only if no line of `text` holds a look-alike.
+# --- the line filter ---------------------------------------------------------------------
+#
+# The filter fold of a text is a cheap stand-in for the tight fold of every line at once, in
+# bytes: ASCII letters lower-cased, `[` made `<`, separators dropped, references for `<` made
+# `<`, each special character (below) replaced by its own fold's relevant characters, and
+# every other non-ASCII character left as its UTF-8 bytes, which nothing below matches. Each
+# match of the careful path has a match here on the same line: what the careful path needs
+# in a row stays in a row (dropping more, such as separators between `<` and `|`, only adds
+# candidates). The line breaks are kept, so a position tells its line.
 
-    NFKD rather than the careful fold's per-character NFKC: it never composes an ASCII
-    character with the mark after it, so it finds at least every match the careful fold finds.
-    """
-    if text.isascii():
-        light = text.upper()
-    else:
-        text = _fold_brackets(text)
-        # U+2329 decomposes to U+3008, itself a look-alike, so fold again.
-        light = _fold_brackets(unicodedata.normalize("NFKD", text))
-        light = light.upper()
-    tight = "".join(light.split()).replace("_", "").replace("-", "")
-    if not tight.isascii():
-        for separator in _OTHER_SEPARATORS:
-            if separator in tight:
-                tight = tight.replace(separator, "")
-    if MARKER_WORD in tight:
-        return True
-    if "&" in light:
-        light = _ENTITY.sub("<", light)  # the direction does not matter for the hint
-    return _ROLE_HINT.search(light) is not None
+# What the filter looks for in a fold: the marker word, role-token starts, references for `<`.
+_FILTER_RELEVANT = frozenset(string.ascii_letters + string.digits + "<&#;|/[]")
+
+# Code points above ASCII whose fold holds a filter-relevant character or only separators
+# (Unicode 14.0: Python 3.11's unicodedata; a test re-derives the table with _is_filter_special).
+_FILTER_SPECIAL_UNICODE = "14.0.0"
+_FILTER_SPECIAL_RANGES: tuple[tuple[int, int], ...] = (
+    (0x85, 0x85),
+    (0xA0, 0xA0),
+    (0xAA, 0xAB),
+    (0xB2, 0xB3),
+    (0xB9, 0xBA),
+    (0xBC, 0xBE),
+    (0xDF, 0xDF),
+    (0x131, 0x133),
+    (0x13F, 0x140),
+    (0x149, 0x149),
+    (0x17F, 0x17F),
+    (0x1C4, 0x1CC),
+    (0x1F0, 0x1F3),
+    (0x2B0, 0x2B0),
+    (0x2B2, 0x2B3),
+    (0x2B7, 0x2B8),
+    (0x2C2, 0x2C2),
+    (0x2E1, 0x2E3),
+    (0x37E, 0x37E),
+    (0x58A, 0x58A),
+    (0x5BE, 0x5BE),
+    (0x1400, 0x1400),
+    (0x1438, 0x1438),
+    (0x1680, 0x1680),
+    (0x1806, 0x1806),
+    (0x1D2C, 0x1D2C),
+    (0x1D2E, 0x1D2E),
+    (0x1D30, 0x1D31),
+    (0x1D33, 0x1D3A),
+    (0x1D3C, 0x1D3C),
+    (0x1D3E, 0x1D43),
+    (0x1D47, 0x1D49),
+    (0x1D4D, 0x1D4D),
+    (0x1D4F, 0x1D50),
+    (0x1D52, 0x1D52),
+    (0x1D56, 0x1D58),
+    (0x1D5B, 0x1D5B),
+    (0x1D62, 0x1D65),
+    (0x1D9C, 0x1D9C),
+    (0x1DA0, 0x1DA0),
+    (0x1DBB, 0x1DBB),
+    (0x1E96, 0x1E9A),
+    (0x2000, 0x200A),
+    (0x2010, 0x2015),
+    (0x2028, 0x2029),
+    (0x202F, 0x202F),
+    (0x2039, 0x2039),
+    (0x203F, 0x2040),
+    (0x2054, 0x2054),
+    (0x205F, 0x205F),
+    (0x2070, 0x2071),
+    (0x2074, 0x2079),
+    (0x207F, 0x2089),
+    (0x2090, 0x2093),
+    (0x2095, 0x209C),
+    (0x20A8, 0x20A8),
+    (0x2100, 0x2103),
+    (0x2105, 0x2106),
+    (0x2109, 0x210E),
+    (0x2110, 0x2113),
+    (0x2115, 0x2116),
+    (0x2119, 0x211D),
+    (0x2120, 0x2122),
+    (0x2124, 0x2124),
+    (0x2128, 0x2128),
+    (0x212A, 0x212A),
+    (0x212C, 0x212D),
+    (0x212F, 0x2131),
+    (0x2133, 0x2134),
+    (0x2139, 0x2139),
+    (0x213B, 0x213B),
+    (0x2145, 0x2149),
+    (0x2150, 0x217F),
+    (0x2189, 0x2189),
+    (0x226A, 0x226A),
+    (0x22D6, 0x22D6),
+    (0x22D8, 0x22D8),
+    (0x2329, 0x2329),
+    (0x2460, 0x24EA),
+    (0x276C, 0x276C),
+    (0x276E, 0x276E),
+    (0x2770, 0x2770),
+    (0x27E8, 0x27E8),
+    (0x27EA, 0x27EA),
+    (0x2991, 0x2991),
+    (0x29FC, 0x29FC),
+    (0x2C7C, 0x2C7D),
+    (0x2E17, 0x2E17),
+    (0x2E1A, 0x2E1A),
+    (0x2E3A, 0x2E3B),
+    (0x2E40, 0x2E40),
+    (0x2E5D, 0x2E5D),
+    (0x3000, 0x3000),
+    (0x3008, 0x3008),
+    (0x300A, 0x300A),
+    (0x301C, 0x301C),
+    (0x3030, 0x3030),
+    (0x30A0, 0x30A0),
+    (0x3250, 0x325F),
+    (0x32B1, 0x32CF),
+    (0x3358, 0x337A),
+    (0x3380, 0x33FF),
+    (0xA7F2, 0xA7F4),
+    (0xFB00, 0xFB06),
+    (0xFE14, 0xFE14),
+    (0xFE31, 0xFE34),
+    (0xFE3D, 0xFE3D),
+    (0xFE3F, 0xFE3F),
+    (0xFE47, 0xFE48),
+    (0xFE4D, 0xFE4F),
+    (0xFE54, 0xFE54),
+    (0xFE58, 0xFE58),
+    (0xFE5F, 0xFE60),
+    (0xFE63, 0xFE64),
+    (0xFF03, 0xFF03),
+    (0xFF06, 0xFF06),
+    (0xFF0D, 0xFF0D),
+    (0xFF0F, 0xFF19),
+    (0xFF1B, 0xFF1C),
+    (0xFF21, 0xFF3B),
+    (0xFF3D, 0xFF3D),
+    (0xFF3F, 0xFF3F),
+    (0xFF41, 0xFF5A),
+    (0xFF5C, 0xFF5C),
+    (0x107A5, 0x107A5),
+    (0x10EAD, 0x10EAD),
+    (0x1D400, 0x1D454),
+    (0x1D456, 0x1D49C),
+    (0x1D49E, 0x1D49F),
+    (0x1D4A2, 0x1D4A2),
+    (0x1D4A5, 0x1D4A6),
+    (0x1D4A9, 0x1D4AC),
+    (0x1D4AE, 0x1D4B9),
+    (0x1D4BB, 0x1D4BB),
+    (0x1D4BD, 0x1D4C3),
+    (0x1D4C5, 0x1D505),
+    (0x1D507, 0x1D50A),
+    (0x1D50D, 0x1D514),
+    (0x1D516, 0x1D51C),
+    (0x1D51E, 0x1D539),
+    (0x1D53B, 0x1D53E),
+    (0x1D540, 0x1D544),
+    (0x1D546, 0x1D546),
+    (0x1D54A, 0x1D550),
+    (0x1D552, 0x1D6A4),
+    (0x1D7CE, 0x1D7FF),
+    (0x1F100, 0x1F10A),
+    (0x1F110, 0x1F12E),
+    (0x1F130, 0x1F14F),
+    (0x1F16A, 0x1F16C),
+    (0x1F190, 0x1F190),
+    (0x1FBF0, 0x1FBF9),
+)
+
+_TIGHT_TABLE = bytes.maketrans(
+    string.ascii_uppercase.encode() + b"[", string.ascii_lowercase.encode() + b"<"
+)
+_ASCII_SEPARATOR_BYTES = bytes(sorted(ord(char) for char in _SEPARATORS if char.isascii()))
+_ASCII_VISIBLE = bytes(code for code in range(0x80) if chr(code) not in _INVISIBLE_CHARS)
+_MARKER_BYTES = MARKER_WORD.lower().encode()
+# Role-token starts in the filter fold: `<|`, `[INST]`, `<<SYS>>`, the tags; `/` optional.
+_TOKEN_START = re.compile(rb"<(?:\||/?(?:sys|tool|function|start|end|inst\]))")
+_ENTITY_OPEN = re.compile(rb"&(?:lt|#0*60|#x0*3c);?")
+_FILTER_REPLACEMENTS: dict[str, bytes] = {}
 
 
-def _fold_brackets(text: str) -> str:
-    # str.translate with a dict is slow on non-ASCII text; a regex finds the rare look-alikes.
-    return _BRACKET_LOOKALIKE.sub(lambda match: _BRACKET_FOLD[ord(match.group())], text)
+def _filter_fold(data: bytes, special: frozenset[str]) -> bytes:
+    delete = _ASCII_SEPARATOR_BYTES
+    for char in special:
+        replacement = _filter_replacement(char)
+        if replacement:
+            data = data.replace(char.encode(), replacement)
+        else:
+            # Deleting a separator's bytes everywhere may also cut other characters to pieces
+            # or to nothing: those pieces match nothing, and nothing only adds candidates.
+            delete += char.encode()
+    folded = data.translate(_TIGHT_TABLE, delete)
+    if b"&" in folded:
+        folded = _ENTITY_OPEN.sub(b"<", folded)
+    return folded
+
+
+def _filter_replacement(char: str) -> bytes:
+    replacement = _FILTER_REPLACEMENTS.get(char)
+    if replacement is None:
+        pieces = []
+        for folded in _fold_char(char):
+            if folded in _FILTER_RELEVANT:
+                pieces.append(folded.lower())
+            elif folded not in _SEPARATORS:
+                pieces.append("?")  # matches nothing, as the careful fold's character does
+        replacement = "".join(pieces).encode()
+        _FILTER_REPLACEMENTS[char] = replacement
+    return replacement
+
+
+def _candidate_lines(folded: bytes) -> list[int]:
+    """The numbers of the lines in which the filter fold has a marker word or a token start."""
+    positions = [match.start() for match in _TOKEN_START.finditer(folded)]
+    found = folded.find(_MARKER_BYTES)
+    while found >= 0:
+        positions.append(found)
+        found = folded.find(_MARKER_BYTES, found + len(_MARKER_BYTES))
+    positions.sort()
+    lines: list[int] = []
+    line = 0
+    previous = 0
+    for position in positions:
+        line += folded.count(b"\n", previous, position)
+        previous = position
+        if not lines or lines[-1] != line:
+            lines.append(line)
+    return lines
+
+
+def _is_filter_special(char: str) -> bool:
+    folded = _fold_uncached(char)
+    return any(c in _FILTER_RELEVANT for c in folded) or all(c in _SEPARATORS for c in folded)
+
+
+def _derive_filter_special_ranges() -> tuple[tuple[int, int], ...]:
+    """The table above from this Python's unicodedata (about two seconds)."""
+    ranges: list[tuple[int, int]] = []
+    for code in range(0x80, sys.maxunicode + 1):
+        char = chr(code)
+        if (
+            code not in _BRACKET_FOLD
+            and char not in _SEPARATORS
+            and char.upper() == char
+            and unicodedata.is_normalized("NFKC", char)
+        ):
+            continue  # its fold is itself: neither relevant nor a separator
+        if _is_filter_special(char):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    return tuple(ranges)
+
+
+def _char_class(ranges: Sequence[tuple[int, int]]) -> str:
+    return "".join(
+        re.escape(chr(low)) if low == high else f"{re.escape(chr(low))}-{re.escape(chr(high))}"
+        for low, high in ranges
+    )
 
 
 _FOLD_CACHE: dict[str, str] = {}
@@ -356,11 +635,15 @@ _FOLD_CACHE: dict[str, str] = {}
 def _fold_char(char: str) -> str:
     folded = _FOLD_CACHE.get(char)
     if folded is None:
-        folded = unicodedata.normalize("NFKC", char.translate(_BRACKET_FOLD))
-        folded = folded.translate(_BRACKET_FOLD).upper()
+        folded = _fold_uncached(char)
         if len(_FOLD_CACHE) < 65536:
             _FOLD_CACHE[char] = folded
     return folded
+
+
+def _fold_uncached(char: str) -> str:
+    folded = unicodedata.normalize("NFKC", char.translate(_BRACKET_FOLD))
+    return folded.translate(_BRACKET_FOLD).upper()
 
 
 @dataclass(frozen=True, slots=True)
@@ -490,6 +773,27 @@ def _apply(line: str, replace: dict[int, tuple[int, str]], insert: set[int]) -> 
             position = end
     out.append(line[position:])
     return "".join(out)
+
+
+if unicodedata.unidata_version != _FILTER_SPECIAL_UNICODE:
+    # Another Unicode version may fold other characters: derive the table rather than miss one.
+    _FILTER_SPECIAL_RANGES = _derive_filter_special_ranges()
+_FILTER_SPECIAL_CHARS = frozenset(
+    chr(code) for low, high in _FILTER_SPECIAL_RANGES for code in range(low, high + 1)
+)
+# The BMP part of a class compiles to a bitmap; astral ranges would be tried one by one for
+# every character, so the class takes all astral characters and the caller sorts them out.
+_NOTABLE = re.compile(
+    "["
+    + _char_class(
+        [
+            (low, min(high, 0xFFFF))
+            for low, high in _INVISIBLE_RANGES + _FILTER_SPECIAL_RANGES
+            if low <= 0xFFFF
+        ]
+    )
+    + "\U00010000-\U0010ffff]"
+)
 
 
 # --- source attribute --------------------------------------------------------------------
