@@ -7,9 +7,13 @@ a bare aiohttp relay and a bare asyncio CONNECT relay (yardsticks, no policy); s
 tinyproxy (Debian: `apt-get install -y nginx-light squid tinyproxy`) and proxy.py (PyPI:
 `python3 -m venv /tmp/proxypy && /tmp/proxypy/bin/pip install proxy.py`, or set PROXYPY to
 its `proxy` script). Missing peers are skipped with that hint. The load generator is a raw
-asyncio client in its own process (wrk is not needed).
+asyncio client in its own process (wrk is not needed). Also `gateway-w2`, the gateway with
+`listen.workers: 2` (and the redis-server workers need), and with `--baseline CHECKOUT` the
+gateway of another checkout (e.g. `git worktree add --detach /tmp/base <commit>`) as
+`gateway-base`, for a before/after in one run. Every cell also reads the target's CPU.
 
     .venv/bin/python bench/proxy.py [--rounds 3] [--requests 3000] [--idle 1000] [--quick]
+        [--baseline CHECKOUT] [--workers 2] [--only NAME ...] [--no-idle] [--profile]
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Children, free_port, median, percentile, rotated, wait_for_port  # noqa: E402
+from fetch import tree_cpu_seconds  # noqa: E402
 
 HOST = "bench.example.com"
 PAGE = 100 * 1024
@@ -350,18 +355,23 @@ def nginx_conf(prefix: Path, port: int) -> str:
     )
 
 
-def start_targets(
-    children: Children, folder: Path, nginx_port: int
-) -> tuple[list[Target], list[str]]:
-    targets: list[Target] = []
-    skipped: list[str] = []
-    python = sys.executable
-    repo = Path(__file__).resolve().parent.parent
-
-    # the gateway: policy (10 domain rules, private-address guard) and audit on
+def start_gateway(
+    children: Children,
+    folder: Path,
+    nginx_port: int,
+    *,
+    name: str,
+    repo: Path,
+    workers: int = 1,
+    redis_port: int | None = None,
+) -> Target:
+    """A `gateway serve` from `repo` (this checkout, or an older one for a same-run
+    comparison) with policy (10 domain rules, private-address guard) and audit on."""
+    home = folder / name
+    home.mkdir()
     gw_port, gw_proxy = free_port(), free_port()
     allow = ", ".join([f'"{HOST}"'] + [f'"site{i}.example.org"' for i in range(9)])
-    (folder / "policy.yaml").write_text(
+    (home / "policy.yaml").write_text(
         textwrap.dedent(
             f"""\
             name: bench-proxy
@@ -373,10 +383,10 @@ def start_targets(
             """
         )
     )
-    (folder / "gateway.yaml").write_text(
+    (home / "gateway.yaml").write_text(
         textwrap.dedent(
             f"""\
-            listen: {{host: 127.0.0.1, port: {gw_port}, proxy_port: {gw_proxy}}}
+            listen: {{host: 127.0.0.1, port: {gw_port}, proxy_port: {gw_proxy}, workers: {workers}}}
             instance_id: bench
             policy: policy.yaml
             audit: {{path: "audit/gateway-{{instance}}.jsonl"}}
@@ -385,14 +395,56 @@ def start_targets(
             server: {{max_connections_per_ip: 5000}}
             """
         )
+        # several workers share limits, caches and search ids only through Redis
+        + (f'state: {{redis: "redis://127.0.0.1:{redis_port}/0"}}\n' if redis_port else "")
     )
-    gateway = children.start(
-        [python, "-m", "gateway", "serve", "--config", str(folder / "gateway.yaml")],
-        log=folder / "gateway.log",
+    process = children.start(
+        [sys.executable, "-m", "gateway", "serve", "--config", str(home / "gateway.yaml")],
+        log=home / "gateway.log",
         cwd=repo,
     )
-    wait_for_port(gw_proxy, process=gateway)
-    targets.append(Target("gateway", gw_proxy, gateway.pid, host=HOST))
+    wait_for_port(gw_proxy, process=process, timeout=30)
+    return Target(name, gw_proxy, process.pid, host=HOST)
+
+
+def start_targets(
+    children: Children, folder: Path, nginx_port: int, args: Any
+) -> tuple[list[Target], list[str]]:
+    targets: list[Target] = []
+    skipped: list[str] = []
+    python = sys.executable
+    repo = Path(__file__).resolve().parent.parent
+
+    targets.append(start_gateway(children, folder, nginx_port, name="gateway", repo=repo))
+    if args.baseline:
+        targets.append(
+            start_gateway(
+                children, folder, nginx_port, name="gateway-base", repo=Path(args.baseline)
+            )
+        )
+    redis_server = shutil.which("redis-server") if args.workers > 1 else None
+    if args.workers > 1 and redis_server is None:
+        skipped.append(
+            f"gateway-w{args.workers} (needs redis-server: apt-get install -y redis-server)"
+        )
+    elif redis_server is not None:
+        redis_port = free_port()
+        redis = children.start(
+            [redis_server, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", ""],
+            log=folder / "redis.log",
+        )
+        wait_for_port(redis_port, process=redis)
+        targets.append(
+            start_gateway(
+                children,
+                folder,
+                nginx_port,
+                name=f"gateway-w{args.workers}",
+                repo=repo,
+                workers=args.workers,
+                redis_port=redis_port,
+            )
+        )
 
     relay_port = free_port()
     relay = children.start([python, __file__, "relay", str(relay_port)], log=folder / "relay.log")
@@ -517,6 +569,24 @@ def main() -> None:
     parser.add_argument("--tunnel-requests", type=int, default=100)
     parser.add_argument("--idle", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="tiny run (tests, smoke)")
+    parser.add_argument(
+        "--baseline",
+        metavar="CHECKOUT",
+        help="also run the gateway of this checkout (e.g. a git worktree of an older commit)"
+        " as gateway-base, interleaved with this one",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=2, help="also run a gateway with listen.workers: N (0: no)"
+    )
+    parser.add_argument(
+        "--only", nargs="+", metavar="NAME", help="measure only these targets (nginx always)"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="afterwards, py-spy each single-process gateway under c=64 load",
+    )
+    parser.add_argument("--no-idle", action="store_true", help="skip the idle-memory cells")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.requests, args.tunnel_requests, args.idle = 1, 100, 5, 50
@@ -545,12 +615,18 @@ def main() -> None:
             ]
         )
         wait_for_port(nginx_port, process=nginx_process)
-        targets, skipped = start_targets(children, folder, nginx_port)
+        targets, skipped = start_targets(children, folder, nginx_port, args)
+        if args.only:
+            targets = [t for t in targets if t.name in args.only]
         direct = Target("nginx (direct)", nginx_port, nginx_process.pid, proxy=False, tunnels=False)
         load = Load()
         try:
             results = run_rounds(load, [direct, *targets], nginx_port, args)
-            idle = measure_idle(load, targets, nginx_port, args.idle)
+            idle = {} if args.no_idle else measure_idle(load, targets, nginx_port, args.idle)
+            if args.profile:
+                for target in targets:
+                    if target.name in ("gateway", "gateway-base"):
+                        profile(load, target, nginx_port, args, folder)
         finally:
             load.close()
         report(results, idle, skipped, args)
@@ -565,6 +641,7 @@ def run_rounds(
             cells = results.setdefault(target.name, {})
             if target.http:
                 for concurrency in (1, 64):
+                    cpu_before = tree_cpu_seconds(target.pid)
                     answer = load.ask(
                         {
                             "kind": "http",
@@ -575,6 +652,9 @@ def run_rounds(
                             "warmup": max(concurrency, 20),
                         }
                     )
+                    cpu = tree_cpu_seconds(target.pid) - cpu_before
+                    sent = args.requests + max(concurrency, 20)
+                    cells.setdefault(f"cpu_c{concurrency}", []).append(1000 * cpu / sent)
                     rps = len(answer["latencies"]) / answer["seconds"]
                     cells.setdefault(f"rps_c{concurrency}", []).append(rps)
                     cells.setdefault(f"p50_c{concurrency}", []).append(
@@ -586,6 +666,7 @@ def run_rounds(
                     cells.setdefault(f"fail_c{concurrency}", []).append(answer["failures"])
             if target.tunnels:
                 connect_to = f"{target.host}:{nginx_port}"
+                cpu_before = tree_cpu_seconds(target.pid)
                 answer = load.ask(
                     {
                         "kind": "tunnel",
@@ -598,6 +679,9 @@ def run_rounds(
                 cells.setdefault("connect_mbps", []).append(
                     len(answer["latencies"]) * BIG / answer["seconds"] / 1e6
                 )
+                moved = (len(answer["latencies"]) + 3) * BIG / 1e6
+                cpu = tree_cpu_seconds(target.pid) - cpu_before
+                cells.setdefault("cpu_connect", []).append(1000 * cpu / moved)
             print(f"round {round_index + 1}: {target.name} done", file=sys.stderr, flush=True)
     return results
 
@@ -626,6 +710,71 @@ def measure_idle(
     return out
 
 
+def profile(load: Load, target: Target, nginx_port: int, args: Any, folder: Path) -> None:
+    """Sample a gateway with py-spy (`--gil`: where the interpreter's time goes) under c=64
+    absolute-form load, then under CONNECT load; print gateway functions by inclusive share
+    and all functions by own share."""
+    from fetch import frame_name, py_spy_binary
+
+    spy_binary = py_spy_binary(folder)
+    for kind in ("http", "tunnel"):
+        out = folder / f"profile-{target.name}-{kind}.txt"
+        spy = subprocess.Popen(
+            [spy_binary, "record", "--pid", str(target.pid), "--rate", "250", "--gil",
+             "--format", "raw", "--output", str(out), "--nonblocking"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        time.sleep(1.5)
+        if kind == "http":
+            load.ask(
+                {
+                    "kind": "http",
+                    "port": target.port,
+                    "request": request_for(target, nginx_port, "/100k.html"),
+                    "concurrency": 64,
+                    "requests": args.requests * 2,
+                    "warmup": 64,
+                }
+            )
+        else:
+            connect_to = f"{target.host}:{nginx_port}"
+            load.ask(
+                {
+                    "kind": "tunnel",
+                    "port": target.port,
+                    "connect_to": connect_to,
+                    "request": f"GET /1m.bin HTTP/1.1\r\nHost: {connect_to}\r\n\r\n",
+                    "requests": args.tunnel_requests * 3,
+                }
+            )
+        spy.send_signal(2)
+        _, err = spy.communicate(timeout=60)
+        if not out.exists():
+            print(f"py-spy wrote nothing: {err.decode(errors='replace')[-500:]}")
+            continue
+        inclusive: dict[str, int] = {}
+        own: dict[str, int] = {}
+        total = 0
+        for line in out.read_text().splitlines():
+            stack, _, count_text = line.rpartition(" ")
+            if not stack or not count_text.isdigit():
+                continue
+            count = int(count_text)
+            total += count
+            frames = [frame_name(f) for f in stack.split(";")]
+            for name in set(frames):
+                inclusive[name] = inclusive.get(name, 0) + count
+            own[frames[-1]] = own.get(frames[-1], 0) + count
+        print(f"\nprofile of {target.name}, {kind} load: {total} samples (GIL held)")
+        print("  inclusive (gateway code):")
+        ranked = sorted(inclusive.items(), key=lambda item: -item[1])
+        for name, count in [(n, c) for n, c in ranked if "gateway/" in n][:25]:
+            print(f"    {100 * count / max(total, 1):5.1f}%  {name}")
+        print("  self (any code):")
+        for name, count in sorted(own.items(), key=lambda item: -item[1])[:25]:
+            print(f"    {100 * count / max(total, 1):5.1f}%  {name}")
+
+
 def report(
     results: dict[str, dict[str, list[float]]],
     idle: dict[str, tuple[float, int]],
@@ -636,7 +785,9 @@ def report(
         f"\nforward proxy, 100 KB page, medians of {args.rounds} interleaved rounds, {args.requests} requests per cell"
     )
     print(
-        f"{'target':<16} {'c=1 req/s':>10} {'p50 ms':>7} {'c=64 req/s':>11} {'p99 ms':>7} {'fail':>5} {'CONNECT MB/s':>13} {'KB/idle conn':>13}"
+        f"{'target':<16} {'c=1 req/s':>10} {'p50 ms':>7} {'c=64 req/s':>11} {'p99 ms':>7}"
+        f" {'CPU ms/req':>10} {'fail':>5} {'CONNECT MB/s':>13} {'CPU ms/MB':>10}"
+        f" {'KB/idle conn':>13}"
     )
     for name, cells in results.items():
 
@@ -647,8 +798,13 @@ def report(
         kb = f"{idle[name][0]:.1f}" if name in idle else "-"
         print(
             f"{name:<16} {cell('rps_c1'):>10} {cell('p50_c1', '{:.2f}'):>7} {cell('rps_c64'):>11} "
-            f"{cell('p99_c64', '{:.1f}'):>7} {fails:>5} {cell('connect_mbps'):>13} {kb:>13}"
+            f"{cell('p99_c64', '{:.1f}'):>7} {cell('cpu_c64', '{:.3f}'):>10} {fails:>5} "
+            f"{cell('connect_mbps'):>13} {cell('cpu_connect', '{:.3f}'):>10} {kb:>13}"
         )
+    print(
+        "CPU: the target's process tree (user + system) per request at c=64, and per MB through"
+        " a tunnel; it moves less than req/s when other work shares the machine"
+    )
     for name, (_kb, held) in idle.items():
         if held < args.idle:
             print(f"note: {name} kept only {held} of {args.idle} idle connections open")
@@ -678,6 +834,8 @@ def report(
         if "aiohttp-relay" in results:
             ref = med("aiohttp-relay", "rps_c64")
             verdict(f"c=64 >= 0.9x the bare aiohttp relay ({g64 / ref:.2f}x)", g64 >= 0.9 * ref)
+            by_cpu = med("aiohttp-relay", "cpu_c64") / med("gateway", "cpu_c64")
+            print(f"by CPU per request, the gateway does {by_cpu:.2f}x the bare relay's req/s")
         if "squid" in results:
             ratio = med("gateway", "connect_mbps") / med("squid", "connect_mbps")
             verdict(f"CONNECT >= 1.5x squid's MB/s ({ratio:.2f}x)", ratio >= 1.5)
@@ -686,10 +844,25 @@ def report(
                 f"under 12 KB per idle connection ({idle['gateway'][0]:.1f} KB)",
                 idle["gateway"][0] < 12,
             )
+        workers = next((n for n in results if n.startswith("gateway-w")), None)
+        if workers is not None and "proxy.py" in results:
+            w64 = med(workers, "rps_c64")
+            verdict(
+                f"{workers} c=64 ahead of proxy.py ({w64:.0f} vs {med('proxy.py', 'rps_c64'):.0f}"
+                " req/s)",
+                w64 > med("proxy.py", "rps_c64"),
+            )
+    if "gateway-base" in results:
+        for key, label in (
+            ("rps_c1", "c=1 req/s"),
+            ("rps_c64", "c=64 req/s"),
+            ("connect_mbps", "CONNECT MB/s"),
+            ("cpu_c64", "CPU ms/req"),
+            ("cpu_connect", "CPU ms/MB"),
+        ):
+            ratio = med("gateway", key) / med("gateway-base", key)
+            print(f"gateway / gateway-base, {label}: {ratio:.2f}x")
     print("\n".join(checks))
-    print(
-        "not measured: listen.workers: 2 against proxy.py (multi-worker serving is not in this build)"
-    )
 
 
 if __name__ == "__main__":
