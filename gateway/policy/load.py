@@ -13,10 +13,10 @@ import importlib.resources
 import ipaddress
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import PurePath
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from yaml.nodes import MappingNode, Node, ScalarNode
 
@@ -42,21 +42,22 @@ from gateway.policy.model import (
     Timeouts,
     ToolSettings,
 )
-from gateway.policy.yamlsource import (
+from gateway.policy.yamlissues import Issue, Severity, SourceError, sort_issues
+from gateway.policy.yamlsource import compose, read_bounded
+from gateway.policy.yamlwalk import (
     Field,
-    Issue,
     Section,
-    SourceError,
+    ValueReader,
     Walker,
     boolean_field,
     choice_field,
-    compose,
     integer_field,
     number_field,
-    read_bounded,
+    port_list_field,
     section_field,
-    sort_issues,
+    string_field,
     suggest,
+    text_field,
 )
 
 MAX_POLICY_BYTES = 1 << 20
@@ -76,6 +77,7 @@ _CONTENT_TYPE_RE = re.compile(rf"(?:\*/\*|[{_TOKEN}]+/[*{_TOKEN}]+)\Z")
 
 # The fix offered for every pattern that spans a whole suffix, public or private.
 _SUFFIX_ADVICE = "name a registrable domain under it instead"
+WARNING = Severity.WARNING
 
 PolicyIssue = Issue
 """One problem: file, 1-based line and column, code, message, severity ("error"|"warning")."""
@@ -147,156 +149,102 @@ def _read_version(w: Walker, node: Node, path: str) -> int | None:
     return value
 
 
-def _read_name(w: Walker, node: Node, path: str) -> str | None:
-    text = w.string(node, path)
+def _list_of(read_item: Callable[[Walker, Node, str], Any], **options: Any) -> ValueReader:
+    """A list read by `read_item`, each entry once (a repeat is a warning)."""
+    return lambda w, node, path: w.unique_items(
+        node, path, lambda item, where: read_item(w, item, where), duplicates=WARNING, **options
+    )
+
+
+def _scheme(w: Walker, node: Node, where: str) -> str | None:
+    text = w.string(node, where)
+    if text is None or text in SCHEMES:
+        return text
+    if text.lower() in SCHEMES:
+        hint = f"; write {text.lower()!r} (lower case)"
+    else:
+        hint = suggest(text, SCHEMES) or (
+            "; the fetcher and the forward proxy speak only https and http"
+        )
+    w.error(node, "unknown_scheme", f"{where}: unknown scheme {text!r}{hint}")
+    return None
+
+
+def _method(w: Walker, node: Node, where: str) -> str | None:
+    text = w.string(node, where)
+    if text is None or text in METHODS:
+        return text
+    upper = text.upper()
+    if upper in _METHOD_REFUSALS:
+        hint = f"; {_METHOD_REFUSALS[upper]}"
+    elif upper in METHODS:
+        hint = f"; write {upper!r} (methods are upper case)"
+    else:
+        hint = suggest(text, METHODS) or f" (known: {', '.join(METHODS)})"
+    w.error(node, "unknown_method", f"{where}: unknown method {text!r}{hint}")
+    return None
+
+
+def _content_type(w: Walker, node: Node, where: str) -> str | None:
+    text = w.string(node, where)
     if text is None:
         return None
-    if not text.strip() or len(text) > MAX_NAME_LENGTH or not text.isprintable():
-        w.error(node, "bad_value", f"name must be 1 to {MAX_NAME_LENGTH} printable characters")
+    media = text.lower()
+    if not _CONTENT_TYPE_RE.match(media):
+        w.error(
+            node,
+            "bad_content_type",
+            f"{where}: {text!r} is not a media type pattern; write type/subtype "
+            "(e.g. 'text/html', 'text/*', 'application/*+json'), without parameters",
+        )
         return None
-    return text
-
-
-def _read_schemes(w: Walker, node: Node, path: str) -> tuple[str, ...] | None:
-    items = w.sequence(node, path)
-    if items is None:
-        return None
-    schemes: list[str] = []
-    ok = True
-    for i, item in enumerate(items):
-        text = w.string(item, f"{path}[{i}]")
-        if text is None:
-            ok = False
-        elif text not in SCHEMES:
-            ok = False
-            if text.lower() in SCHEMES:
-                hint = f"; write {text.lower()!r} (lower case)"
-            else:
-                hint = suggest(text, SCHEMES) or (
-                    "; the fetcher and the forward proxy speak only https and http"
-                )
-            w.error(item, "unknown_scheme", f"{path}[{i}]: unknown scheme {text!r}{hint}")
-        elif text in schemes:
-            w.warning(item, "duplicate_entry", f"{path}[{i}]: {text!r} is listed twice")
-        else:
-            schemes.append(text)
-    return tuple(schemes) if ok else None
-
-
-def _read_ports(w: Walker, node: Node, path: str) -> tuple[int, ...] | None:
-    items = w.sequence(node, path)
-    if items is None:
-        return None
-    ports: list[int] = []
-    ok = True
-    for i, item in enumerate(items):
-        port = w.integer(item, f"{path}[{i}]", minimum=1, maximum=65535)
-        if port is None:
-            ok = False
-        elif port in ports:
-            w.warning(item, "duplicate_entry", f"{path}[{i}]: port {port} is listed twice")
-        else:
-            ports.append(port)
-    return tuple(ports) if ok else None
-
-
-def _read_methods(w: Walker, node: Node, path: str) -> tuple[str, ...] | None:
-    items = w.sequence(node, path)
-    if items is None:
-        return None
-    methods: list[str] = []
-    ok = True
-    for i, item in enumerate(items):
-        text = w.string(item, f"{path}[{i}]")
-        if text is None:
-            ok = False
-        elif text not in METHODS:
-            ok = False
-            upper = text.upper()
-            if upper in _METHOD_REFUSALS:
-                hint = f"; {_METHOD_REFUSALS[upper]}"
-            elif upper in METHODS:
-                hint = f"; write {upper!r} (methods are upper case)"
-            else:
-                hint = suggest(text, METHODS) or f" (known: {', '.join(METHODS)})"
-            w.error(item, "unknown_method", f"{path}[{i}]: unknown method {text!r}{hint}")
-        elif text in methods:
-            w.warning(item, "duplicate_entry", f"{path}[{i}]: {text!r} is listed twice")
-        else:
-            methods.append(text)
-    return tuple(methods) if ok else None
-
-
-def _read_content_types(w: Walker, node: Node, path: str) -> tuple[str, ...] | None:
-    items = w.sequence(node, path)
-    if items is None:
-        return None
-    types: list[str] = []
-    ok = True
-    for i, item in enumerate(items):
-        text = w.string(item, f"{path}[{i}]")
-        if text is None:
-            ok = False
-            continue
-        media = text.lower()
-        if not _CONTENT_TYPE_RE.match(media):
-            ok = False
-            w.error(
-                item,
-                "bad_content_type",
-                f"{path}[{i}]: {text!r} is not a media type pattern; write type/subtype "
-                "(e.g. 'text/html', 'text/*', 'application/*+json'), without parameters",
-            )
-        elif media in types:
-            w.warning(item, "duplicate_entry", f"{path}[{i}]: {text!r} is listed twice")
-        else:
-            types.append(media)
-    return tuple(types) if ok else None
-
-
-def _read_message(w: Walker, node: Node, path: str) -> str | None:
-    text = w.string(node, path)
-    if text is None:
-        return None
-    if not text.strip() or len(text) > MAX_MESSAGE_LENGTH:
-        w.error(node, "bad_value", f"{path} must be 1 to {MAX_MESSAGE_LENGTH} characters")
-        return None
-    return text
+    return media
 
 
 _ENTRY_FIELDS = {
-    "host": Field(lambda w, n, p: w.string(n, p), None, required=True),
-    "message": Field(_read_message, None),
+    "host": string_field(required=True),
+    "message": text_field(None, max_length=MAX_MESSAGE_LENGTH, printable=False),
 }
 
+Rule = TypeVar("Rule", DomainRule, NetworkRule)
 
-def _domain_rules(which: str) -> Field:
-    def read(w: Walker, node: Node, path: str) -> list[tuple[DomainRule, Node]] | None:
+
+def _rule_list(
+    read_rule: Callable[[Walker, Node, str], Rule | None],
+    key: Callable[[Rule], Hashable],
+    repeats: Callable[[Rule, str], str],
+) -> Field:
+    """Rules with their nodes; a rule that repeats an earlier one (the same `key`) is a
+    `duplicate_rule` warning, worded by `repeats(rule, earlier rule id)`, and kept."""
+
+    def read(w: Walker, node: Node, path: str) -> list[tuple[Rule, Node]] | None:
         items = w.sequence(node, path)
         if items is None:
             return None
-        rules: list[tuple[DomainRule, Node]] = []
-        first_at: dict[tuple[PatternKind, str], str] = {}
+        rules: list[tuple[Rule, Node]] = []
+        first_at: dict[Hashable, str] = {}
         ok = True
         for i, item in enumerate(items):
             rule_id = f"{path}[{i}]"
-            rule = _domain_rule(w, item, rule_id, is_allow=which == "allow")
+            rule = read_rule(w, item, rule_id)
             if rule is None:
                 ok = False
                 continue
-            key = (rule.pattern.kind, rule.pattern.domain)
-            if key in first_at:
-                w.warning(
-                    item,
-                    "duplicate_rule",
-                    f"{rule_id}: {rule.pattern.text!r} repeats {first_at[key]}; remove one",
-                )
-            else:
-                first_at[key] = rule_id
+            earlier = first_at.setdefault(key(rule), rule_id)
+            if earlier != rule_id:
+                w.warning(item, "duplicate_rule", f"{rule_id}: {repeats(rule, earlier)}")
             rules.append((rule, item))
         return rules if ok else None
 
     return Field(read, [])
+
+
+def _domain_rules(which: str) -> Field:
+    return _rule_list(
+        lambda w, item, rule_id: _domain_rule(w, item, rule_id, is_allow=which == "allow"),
+        lambda rule: (rule.pattern.kind, rule.pattern.domain),
+        lambda rule, earlier: f"{rule.pattern.text!r} repeats {earlier}; remove one",
+    )
 
 
 def _domain_rule(w: Walker, item: Node, rule_id: str, *, is_allow: bool) -> DomainRule | None:
@@ -382,30 +330,17 @@ def _is_address(host: str) -> bool:
     return True
 
 
-def _network_rules(which: str) -> Field:
-    def read(w: Walker, node: Node, path: str) -> list[tuple[NetworkRule, Node]] | None:
-        items = w.sequence(node, path)
-        if items is None:
-            return None
-        rules: list[tuple[NetworkRule, Node]] = []
-        first_at: dict[Any, str] = {}
-        ok = True
-        for i, item in enumerate(items):
-            rule_id = f"{path}[{i}]"
-            network = _network(w, item, rule_id)
-            if network is None:
-                ok = False
-                continue
-            if network in first_at:
-                w.warning(
-                    item, "duplicate_rule", f"{rule_id}: {network} repeats {first_at[network]}"
-                )
-            else:
-                first_at[network] = rule_id
-            rules.append((NetworkRule(network, rule_id), item))
-        return rules if ok else None
+def _network_rules() -> Field:
+    return _rule_list(
+        _network_rule,
+        lambda rule: rule.network,
+        lambda rule, earlier: f"{rule.network} repeats {earlier}",
+    )
 
-    return Field(read, [])
+
+def _network_rule(w: Walker, node: Node, rule_id: str) -> NetworkRule | None:
+    network = _network(w, node, rule_id)
+    return None if network is None else NetworkRule(network, rule_id)
 
 
 def _network(w: Walker, node: Node, rule_id: str) -> Any:
@@ -461,18 +396,18 @@ _TIMEOUTS = Timeouts()
 
 _POLICY_FIELDS: dict[str, Field] = {
     "version": Field(_read_version, 1),
-    "name": Field(_read_name, None),
+    "name": text_field(None, max_length=MAX_NAME_LENGTH),
     "mode": choice_field(Mode.ENFORCE.value, tuple(m.value for m in Mode)),
     "default": choice_field(Action.DENY.value, tuple(a.value for a in Action)),
-    "schemes": Field(_read_schemes, SCHEMES),
-    "ports": Field(_read_ports, (443, 80)),
-    "methods": Field(_read_methods, ("GET", "HEAD")),
+    "schemes": Field(_list_of(_scheme), SCHEMES),
+    "ports": port_list_field((443, 80), duplicates=WARNING),
+    "methods": Field(_list_of(_method), ("GET", "HEAD")),
     "domains": section_field({"allow": _domain_rules("allow"), "deny": _domain_rules("deny")}),
     "networks": section_field(
         {
             "block_private": boolean_field(True),
-            "allow": _network_rules("allow"),
-            "deny": _network_rules("deny"),
+            "allow": _network_rules(),
+            "deny": _network_rules(),
         }
     ),
     "redirects": section_field(
@@ -492,7 +427,10 @@ _POLICY_FIELDS: dict[str, Field] = {
             "max_response_bytes": integer_field(_LIMITS.max_response_bytes, minimum=0),
             "default_max_chars": integer_field(_LIMITS.default_max_chars, minimum=0),
             "max_chars": integer_field(_LIMITS.max_chars, minimum=0),
-            "content_types": Field(_read_content_types, DEFAULT_CONTENT_TYPES),
+            "content_types": Field(
+                _list_of(_content_type, shown=lambda _, node: repr(node.value)),
+                DEFAULT_CONTENT_TYPES,
+            ),
         }
     ),
     "tools": Field(_read_tools, None, read_absent=True),
