@@ -255,12 +255,13 @@ class Walker:
         *,
         duplicates: Severity,
         shown: Callable[[T, Node], str] = lambda value, _: repr(value),
+        at_least_one: str | None = None,
     ) -> tuple[T, ...] | None:
         """A list whose items `read_item` reads (with the path `path[i]`), each value once.
         An entry listed again is a `duplicate_entry` warning (dropped) or error; the whole
         list is None when any item could not be read or repeats as an error. `shown`
-        names a repeated value in the message."""
-        items = self.sequence(node, path)
+        names a repeated value in the message; `at_least_one` is `sequence`'s."""
+        items = self.sequence(node, path, at_least_one=at_least_one)
         if items is None:
             return None
         values: list[T] = []
@@ -279,13 +280,18 @@ class Walker:
         return tuple(values) if ok else None
 
     def entries(
-        self, node: Node, path: str, fields: Mapping[str, Field], *, expected: str, **rules: Any
+        self,
+        node: Node,
+        path: str,
+        fields: Mapping[str, Field],
+        *,
+        expected: str,
+        at_least_one: str | None = None,
     ) -> list[Section] | None:
         """A list of mappings, each read with `fields` at `path[i]`. An item that is not a
         mapping is reported as not `expected` and comes back as a Section with every field
-        invalid, so that a caller checking entries against each other skips it. `rules`
-        are `sequence`'s (at_least_one)."""
-        items = self.sequence(node, path, **rules)
+        invalid, so that a caller checking entries against each other skips it."""
+        items = self.sequence(node, path, at_least_one=at_least_one)
         if items is None:
             return None
         sections = []
@@ -294,7 +300,8 @@ class Walker:
                 sections.append(self.mapping(item, fields, path=f"{path}[{i}]"))
             else:
                 self.wrong_type(item, f"{path}[{i}]", expected)
-                sections.append(Section(item, invalid=set(fields)))
+                defaults = {name: spec.default for name, spec in fields.items()}
+                sections.append(Section(item, defaults, invalid=set(fields)))
         return sections
 
     def string(self, node: Node, path: str) -> str | None:

@@ -1,0 +1,43 @@
+"""The gateway configuration file (CONTRACT 4) -> `GatewayConfig`, or every problem at its line.
+
+Owns the configuration schema and its checks, paths resolved against the file's own folder,
+command-line overrides, the non-loopback bind rule and what a reload may change live. The YAML
+hazards are `policy.yamlsource`'s. Referenced files are only checked to exist: policies are
+loaded and validated elsewhere. Never touches the network; never echoes a secret-shaped value.
+
+Modules: `load` (entry points, checks across sections, building), `schema` (the keys),
+`values`, `clients`, `providers`, `resolver` (their readers), `serving` (overrides, bind rule,
+reload).
+"""
+
+from __future__ import annotations
+
+from gateway.configload.load import (
+    MAX_CONFIG_BYTES,
+    ConfigError,
+    load_config_bytes,
+    load_config_file,
+)
+from gateway.configload.providers import BASE_URL_KINDS, KEYED_KINDS, PROVIDER_KINDS
+from gateway.configload.serving import (
+    apply_overrides,
+    check_bind_safety,
+    is_loopback_host,
+    restart_needed,
+    watched_files,
+)
+
+__all__ = [
+    "BASE_URL_KINDS",
+    "KEYED_KINDS",
+    "MAX_CONFIG_BYTES",
+    "PROVIDER_KINDS",
+    "ConfigError",
+    "apply_overrides",
+    "check_bind_safety",
+    "is_loopback_host",
+    "load_config_bytes",
+    "load_config_file",
+    "restart_needed",
+    "watched_files",
+]

@@ -1,0 +1,159 @@
+"""Configuration bytes or file -> `GatewayConfig`, or `ConfigError` with every problem.
+
+Reads with `policy.yamlsource`, walks `schema.TOP_FIELDS`, then checks what no single key can
+(ports that clash, workers without Redis, an audit path shared by workers, a search deadline
+shorter than its timeout) and builds the frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from yaml.nodes import Node
+
+from gateway.config import (
+    AuditConfig,
+    FetchConfig,
+    GatewayConfig,
+    ListenConfig,
+    ProxyConfig,
+    ResolverConfig,
+    SearchConfig,
+    ServerConfig,
+    StateConfig,
+    TLSConfig,
+    XSearchConfig,
+)
+from gateway.configload.providers import check_url_address
+from gateway.configload.schema import AUDIT, TOP_FIELDS
+from gateway.configload.values import INSTANCE_PLACEHOLDER, STDOUT_PATH, ConfigWalker
+from gateway.policy.yamlissues import Issue, SourceError, sort_issues
+from gateway.policy.yamlsource import compose, read_bounded
+from gateway.policy.yamlwalk import Section, Walker
+
+MAX_CONFIG_BYTES = 1 << 20
+
+
+class ConfigError(Exception):
+    """A configuration that must not be used; `issues` holds every problem, sorted by
+    position, and str() is their `FILE:LINE:COL: code: message` lines."""
+
+    def __init__(self, issues: Sequence[Issue]) -> None:
+        self.issues = sort_issues(list(issues))
+        super().__init__("\n".join(str(i) for i in self.issues))
+
+
+def load_config_file(path: str | os.PathLike[str]) -> GatewayConfig:
+    """Read and validate a configuration file; relative paths in it are resolved against
+    the file's folder. Issues name the file as given; `source` is its absolute path, so that a
+    reload finds it whatever the working directory. Raises ConfigError with every problem."""
+    source = os.fspath(path)
+    try:
+        data = read_bounded(path, max_bytes=MAX_CONFIG_BYTES)
+    except SourceError as exc:
+        raise ConfigError(exc.issues) from None
+    absolute = os.path.abspath(source)
+    config = load_config_bytes(data, source=source, base_dir=os.path.dirname(absolute))
+    return dataclasses.replace(config, source=absolute)
+
+
+def load_config_bytes(data: bytes, *, source: str, base_dir: str) -> GatewayConfig:
+    """Validate one configuration document; paths resolve against `base_dir`. An empty
+    document is the all-defaults configuration (its default audit path resolved too)."""
+    try:
+        document = compose(data, source=source, max_bytes=MAX_CONFIG_BYTES)
+    except SourceError as exc:
+        raise ConfigError(exc.issues) from None
+    walker = ConfigWalker(document.source, document.issues, document.quiet)
+    walker.base_dir = os.path.abspath(base_dir)
+    top = walker.mapping(document.root, TOP_FIELDS, path="")
+    _check_across(walker, top)
+    if walker.has_errors:
+        raise ConfigError([i for i in walker.issues if i.is_error])
+    return _build(top, source=source, base_dir=walker.base_dir)
+
+
+def _first_node(section: Section, *keys: str) -> Node | None:
+    for key in keys:
+        if key in section.nodes:
+            return section.nodes[key]
+    return section.node if isinstance(section.node, Node) else None
+
+
+def _check_across(w: Walker, top: Section) -> None:
+    listen, audit, state, search = top["listen"], top["audit"], top["state"], top["search"]
+    if (
+        listen.valid("port", "proxy_port")
+        and listen["proxy_port"] is not None
+        and listen["proxy_port"] == listen["port"]
+    ):
+        w.error(
+            _first_node(listen, "proxy_port"),
+            "port_conflict",
+            f"listen.proxy_port is the same as listen.port ({listen['port']}); give the forward "
+            "proxy its own port",
+        )
+    if listen.valid("workers") and listen["workers"] > 1:
+        if state.valid("redis") and state["redis"] is None:
+            w.error(
+                _first_node(listen, "workers"),
+                "needs_redis",
+                f"listen.workers is {listen['workers']}, but rate limits, caches and search ids "
+                "are shared between workers only through state.redis; set state.redis or use "
+                "1 worker",
+            )
+        path = audit["path"]
+        if (
+            audit.valid("path")
+            and path not in (None, STDOUT_PATH)
+            and (INSTANCE_PLACEHOLDER not in path)
+        ):
+            w.error(
+                _first_node(audit, "path"),
+                "shared_audit_path",
+                f"audit.path has no {INSTANCE_PLACEHOLDER} but listen.workers is "
+                f"{listen['workers']}; each worker writes its own chain, so put "
+                f"{INSTANCE_PLACEHOLDER} in the file name",
+            )
+    x_search = top["x_search"]
+    if x_search.valid("base_url", "allow_private"):
+        check_url_address(w, x_search, "x_search")
+    if search.valid("timeout", "deadline") and search["deadline"] < search["timeout"]:
+        w.error(
+            _first_node(search, "deadline", "timeout"),
+            "inconsistent_values",
+            f"search.deadline ({search['deadline']:g}) is less than search.timeout "
+            f"({search['timeout']:g}); the deadline bounds the whole search, every provider "
+            "request included",
+        )
+
+
+def _values(section: Section, cls: Callable[..., Any]) -> Any:
+    return cls(**section.values)
+
+
+def _build(top: Section, *, source: str, base_dir: str) -> GatewayConfig:
+    audit: dict[str, Any] = dict(top["audit"].values)
+    if audit["path"] is None:
+        audit["path"] = os.path.normpath(os.path.join(base_dir, AUDIT.path))
+    return GatewayConfig(
+        listen=_values(top["listen"], ListenConfig),
+        instance_id=top["instance_id"],
+        policy=top["policy"],
+        audit=AuditConfig(**audit),
+        signing_key=top["signing_key"],
+        retired_keys=tuple(top["retired_keys"]),
+        clients=tuple(top["clients"]),
+        state=_values(top["state"], StateConfig),
+        fetch=_values(top["fetch"], FetchConfig),
+        search=_values(top["search"], SearchConfig),
+        x_search=_values(top["x_search"], XSearchConfig),
+        resolver=ResolverConfig(hosts=top["resolver"]["hosts"]),
+        tls=_values(top["tls"], TLSConfig),
+        proxy=_values(top["proxy"], ProxyConfig),
+        server=_values(top["server"], ServerConfig),
+        source=source,
+    )

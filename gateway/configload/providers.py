@@ -1,0 +1,116 @@
+"""`search.providers` and `x_search`'s endpoint: which kinds exist, what each needs (an API key
+by environment variable name, a base URL), and the address rule for a base URL that names an
+IP literal (metadata never, private only with `allow_private`).
+"""
+
+from __future__ import annotations
+
+from yaml.nodes import Node
+
+from gateway.config import ProviderConfig
+from gateway.configload.values import claim_unique, read_env_name, read_http_url, read_id
+from gateway.policy.addresses import AddressKind, classify_address
+from gateway.policy.urls import parse_url
+from gateway.policy.yamlwalk import Field, Section, Walker, boolean_field, is_null
+
+# Provider kinds and what each needs (tests check this against search.providers.ADAPTERS; the
+# table is repeated here so that reading a configuration never imports the search stack).
+PROVIDER_KINDS = ("duckduckgo", "bing", "brave", "tavily", "serper", "bocha", "searxng")
+KEYED_KINDS = frozenset({"brave", "tavily", "serper", "bocha"})
+BASE_URL_KINDS = frozenset({"searxng"})  # self-hosted only: there is no public default
+X_SEARCH_KINDS = ("xai",)
+
+_PROVIDER_FIELDS = {
+    "id": Field(read_id, None, required=True),
+    "kind": Field(lambda w, n, p: w.choice(n, p, PROVIDER_KINDS), None, required=True),
+    "base_url": Field(read_http_url, None),
+    "api_key_env": Field(read_env_name, None),
+    "allow_private": boolean_field(False),
+}
+
+
+def read_providers(w: Walker, node: Node, path: str) -> tuple[ProviderConfig, ...] | None:
+    entries = w.entries(
+        node,
+        path,
+        _PROVIDER_FIELDS,
+        expected="a mapping with id and kind",
+        at_least_one="provider (leave it out for the keyless default)",
+    )
+    if entries is None:
+        return None
+    providers: list[ProviderConfig] = []
+    ids: dict[str, str] = {}
+    for i, entry in enumerate(entries):
+        where = f"{path}[{i}]"
+        claim_unique(w, entry, "id", ids, where)
+        if entry["kind"] is not None and entry.valid("kind"):
+            _check_provider_kind(w, entry, where, entry["kind"])
+        if entry.valid("base_url", "allow_private"):
+            check_url_address(w, entry, where)
+        if entry.invalid:
+            continue
+        providers.append(
+            ProviderConfig(
+                id=entry["id"],
+                kind=entry["kind"],
+                base_url=entry["base_url"],
+                api_key_env=entry["api_key_env"],
+                allow_private=entry["allow_private"],
+            )
+        )
+    return tuple(providers) if len(providers) == len(entries) else None
+
+
+def _check_provider_kind(w: Walker, entry: Section, where: str, kind: str) -> None:
+    key_node = entry.nodes.get("api_key_env")
+    if kind in KEYED_KINDS and (key_node is None or is_null(key_node)):
+        w.error(
+            entry.nodes["kind"],
+            "missing_key",
+            f"{where}.api_key_env is required for {kind}: the name of the environment variable "
+            f"holding its API key (e.g. {kind.upper()}_API_KEY)",
+        )
+        entry.invalid.add("api_key_env")
+    elif kind not in KEYED_KINDS and key_node is not None and not is_null(key_node):
+        w.error(
+            key_node,
+            "unused_key",
+            f"{where}.api_key_env: {kind} takes no API key; remove it (or check the kind)",
+        )
+        entry.invalid.add("api_key_env")
+    url_node = entry.nodes.get("base_url")
+    if kind in BASE_URL_KINDS and (url_node is None or is_null(url_node)):
+        w.error(
+            entry.nodes["kind"],
+            "missing_key",
+            f"{where}.base_url is required for {kind}: the URL of the instance to query",
+        )
+        entry.invalid.add("base_url")
+
+
+def check_url_address(w: Walker, entry: Section, where: str) -> None:
+    """A base_url naming an IP literal is checked now, as a request to it would be later:
+    metadata never, private only with allow_private."""
+    url_node, url = entry.nodes.get("base_url"), entry["base_url"]
+    if url is None or url_node is None:
+        return
+    ip = parse_url(url).ip
+    if ip is None:
+        return
+    kind = classify_address(ip).kind
+    if kind is AddressKind.METADATA:
+        w.error(
+            url_node,
+            "bad_url",
+            f"{where}.base_url: {ip} is a cloud metadata address, which is never reachable",
+        )
+        entry.invalid.add("base_url")
+    elif kind is AddressKind.PRIVATE and not entry["allow_private"]:
+        w.error(
+            url_node,
+            "private_address",
+            f"{where}.base_url: {ip} is a private address; set {where}.allow_private: true "
+            "if this provider really lives there",
+        )
+        entry.invalid.add("base_url")
