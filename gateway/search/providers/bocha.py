@@ -8,19 +8,22 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from gateway.search.failures import ErrorClass, ProviderError
-from gateway.search.providers.adapter import ProviderAdapter, endpoint
+from gateway.search.providers.adapter import (
+    ProviderAdapter,
+    bearer_json,
+    honours_time_filter,
+    json_post,
+)
 from gateway.search.providers.decoding import (
     QUOTA_RETRY_AFTER,
     dig,
-    excerpt,
+    error_text,
     failure_for_status,
     items,
-    load_json,
+    load_json_object,
     load_json_or_none,
-    raw_result,
+    raw_results,
 )
 from gateway.search.query import Freshness, RawResult, SearchQuery
 from gateway.search.transport import ProviderRequest, ProviderResponse
@@ -43,40 +46,24 @@ def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> Pro
         body["include"] = "|".join(query.wanted_domains)
     if query.exclude_domains:
         body["exclude"] = "|".join(query.exclude_domains)
-    return ProviderRequest(
-        method="POST",
-        url=endpoint(base_url, "/v1/web-search"),
-        headers={
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "Authorization": f"Bearer {api_key or ''}",
-        },
-        body=orjson.dumps(body),
-    )
-
-
-def applies_time_filter(query: SearchQuery) -> bool:
-    return query.has_time_filter
+    return json_post(base_url, "/v1/web-search", body, bearer_json(api_key))
 
 
 def parse(response: ProviderResponse) -> list[RawResult]:
     if response.status != 200:
         body = load_json_or_none(response)
         raise _failure(_envelope_code(body) or response.status, body, response)
-    data = load_json(response)
-    if not isinstance(data, dict):
-        raise ProviderError(ErrorClass.INVALID_RESPONSE, "expected a JSON object")
+    data = load_json_object(response)
     code = _envelope_code(data)
     if code is not None and code != 200:
         raise _failure(code, data, response)
-    results = []
-    for entry in items(dig(data, "data", "webPages", "value")):
-        published = entry.get("datePublished") or entry.get("dateLastCrawled")
-        snippet = entry.get("summary") or entry.get("snippet")
-        result = raw_result(entry.get("name"), entry.get("url"), snippet, published)
-        if result:
-            results.append(result)
-    return results
+    return raw_results(
+        items(dig(data, "data", "webPages", "value")),
+        title="name",
+        url="url",
+        snippet=("summary", "snippet"),
+        published=("datePublished", "dateLastCrawled"),
+    )
 
 
 def _envelope_code(body: Any) -> int | None:
@@ -91,8 +78,7 @@ def _envelope_code(body: Any) -> int | None:
 
 
 def _failure(code: int, body: Any, response: ProviderResponse) -> ProviderError:
-    message = dig(body, "message") or dig(body, "msg")
-    text = excerpt(message) if message is not None else excerpt(response.body)
+    text = error_text(response, dig(body, "message") or dig(body, "msg"))
     described = f"code {code}: {text}"
     if code == 429:
         return ProviderError(ErrorClass.RATE_LIMITED, described)
@@ -117,5 +103,5 @@ ADAPTER = ProviderAdapter(
     needs_key=True,
     build_request=build_request,
     parse=parse,
-    applies_time_filter=applies_time_filter,
+    applies_time_filter=honours_time_filter,
 )

@@ -7,20 +7,19 @@ A bad key is HTTP 422 `SUBSCRIPTION_TOKEN_INVALID`; 429 is `RATE_LIMITED` (per s
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
 from gateway.search.failures import ErrorClass, ProviderError
-from gateway.search.providers.adapter import ProviderAdapter, endpoint
+from gateway.search.providers.adapter import ProviderAdapter, honours_time_filter, query_get
 from gateway.search.providers.decoding import (
     QUOTA_RETRY_AFTER,
     dig,
     excerpt,
     failure_for_status,
     items,
-    load_json,
+    load_json_object,
     load_json_or_none,
     query_with_site_operators,
-    raw_result,
+    raw_results,
     retry_after_seconds,
 )
 from gateway.search.query import Freshness, RawResult, SearchQuery
@@ -51,34 +50,23 @@ def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> Pro
         params["freshness"] = f"{start.isoformat()}to{end.isoformat()}"
     elif query.freshness:
         params["freshness"] = _FRESHNESS[query.freshness]
-    return ProviderRequest(
-        method="GET",
-        url=endpoint(base_url, "/res/v1/web/search") + "?" + urlencode(params),
-        headers={"Accept": "application/json", "X-Subscription-Token": api_key or ""},
-    )
-
-
-def applies_time_filter(query: SearchQuery) -> bool:
-    return query.has_time_filter
+    headers = {"Accept": "application/json", "X-Subscription-Token": api_key or ""}
+    return query_get(base_url, "/res/v1/web/search", params, headers)
 
 
 def parse(response: ProviderResponse) -> list[RawResult]:
     if response.status != 200:
         raise _failure(response)
-    data = load_json(response)
-    if not isinstance(data, dict):
-        raise ProviderError(ErrorClass.INVALID_RESPONSE, "expected a JSON object")
+    data = load_json_object(response)
     if data.get("type") == "ErrorResponse":
         raise _failure(response)
-    results = []
-    for entry in items(dig(data, "web", "results")):
-        published = entry.get("page_age") or entry.get("age")
-        result = raw_result(
-            entry.get("title"), entry.get("url"), entry.get("description"), published
-        )
-        if result:
-            results.append(result)
-    return results
+    return raw_results(
+        items(dig(data, "web", "results")),
+        title="title",
+        url="url",
+        snippet="description",
+        published=("page_age", "age"),
+    )
 
 
 def _failure(response: ProviderResponse) -> ProviderError:
@@ -132,5 +120,5 @@ ADAPTER = ProviderAdapter(
     needs_key=True,
     build_request=build_request,
     parse=parse,
-    applies_time_filter=applies_time_filter,
+    applies_time_filter=honours_time_filter,
 )

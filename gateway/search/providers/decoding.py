@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -59,6 +59,27 @@ def failure_for_status(
     return ProviderError(ErrorClass.HTTP_4XX, message)
 
 
+def unexpected_status(response: ProviderResponse, text: str) -> ProviderError:
+    """The failure for a status other than 200: by its class, a 2xx one being unexpected."""
+    return failure_for_status(response, text) or ProviderError(
+        ErrorClass.INVALID_RESPONSE, f"unexpected HTTP {response.status}: {text}"
+    )
+
+
+def keyed_failure(response: ProviderResponse, text: str) -> ProviderError:
+    """As `unexpected_status`, with 401 and 403 read as a refused API key."""
+    if response.status in (401, 403):
+        return ProviderError(
+            ErrorClass.HTTP_4XX, f"HTTP {response.status}: the API key was refused ({text})"
+        )
+    return unexpected_status(response, text)
+
+
+def error_text(response: ProviderResponse, message: Any) -> str:
+    """The provider's own error message as an excerpt, or else an excerpt of the body."""
+    return excerpt(message) if message is not None else excerpt(response.body)
+
+
 def retry_after_seconds(response: ProviderResponse) -> float | None:
     """Retry-After as seconds (or an HTTP-date, measured from the response's own Date)."""
     raw = response.headers.get("Retry-After")
@@ -85,6 +106,19 @@ def load_json(response: ProviderResponse) -> Any:
             ErrorClass.INVALID_RESPONSE,
             f"malformed JSON (HTTP {response.status}, {len(response.body)} bytes)",
         ) from None
+
+
+def load_json_object(response: ProviderResponse, *, list_key: str | None = None) -> dict[str, Any]:
+    """The body as a JSON object (whose `list_key`, when there, must be a list)."""
+    data = load_json(response)
+    if list_key is not None:
+        if not isinstance(data, dict) or not isinstance(data.get(list_key, []), list):
+            raise ProviderError(
+                ErrorClass.INVALID_RESPONSE, f"expected an object with a {list_key} list"
+            )
+    elif not isinstance(data, dict):
+        raise ProviderError(ErrorClass.INVALID_RESPONSE, "expected a JSON object")
+    return data
 
 
 def load_json_or_none(response: ProviderResponse) -> Any:
@@ -121,6 +155,35 @@ def items(value: Any) -> Iterator[Mapping[str, Any]]:
     for entry in value[:MAX_PARSED_RESULTS]:
         if isinstance(entry, Mapping):
             yield entry
+
+
+Keys = str | tuple[str, ...]  # one key, or several of which the first with a value counts
+
+
+def raw_results(
+    entries: Iterable[Mapping[str, Any]],
+    *,
+    title: Keys,
+    url: Keys,
+    snippet: Keys,
+    published: Keys = (),
+) -> list[RawResult]:
+    """A RawResult from each entry that has an absolute http(s) URL, its values under the
+    given keys."""
+    found = (
+        raw_result(pick(e, title), pick(e, url), pick(e, snippet), pick(e, published))
+        for e in entries
+    )
+    return [result for result in found if result]
+
+
+def pick(entry: Mapping[str, Any], keys: Keys) -> Any:
+    if isinstance(keys, str):
+        return entry.get(keys)
+    value = None
+    for key in keys:
+        value = value or entry.get(key)
+    return value
 
 
 def raw_result(title: Any, url: Any, snippet: Any, published: Any = None) -> RawResult | None:

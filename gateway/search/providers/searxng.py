@@ -7,19 +7,18 @@ is a server error, not "nothing found".
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 from gateway.search.failures import ErrorClass, ProviderError
-from gateway.search.providers.adapter import ProviderAdapter, endpoint
+from gateway.search.providers.adapter import ProviderAdapter, query_get
 from gateway.search.providers.decoding import (
     dig,
+    error_text,
     excerpt,
-    failure_for_status,
     items,
-    load_json,
+    load_json_object,
     load_json_or_none,
     query_with_site_operators,
-    raw_result,
+    raw_results,
+    unexpected_status,
 )
 from gateway.search.query import RawResult, SearchQuery
 from gateway.search.transport import ProviderRequest, ProviderResponse
@@ -43,9 +42,7 @@ def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> Pro
     headers = {"Accept": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"  # for instances behind an auth proxy
-    return ProviderRequest(
-        method="GET", url=endpoint(base_url, "/search") + "?" + urlencode(params), headers=headers
-    )
+    return query_get(base_url, "/search", params, headers)
 
 
 def applies_time_filter(query: SearchQuery) -> bool:
@@ -61,21 +58,16 @@ def parse(response: ProviderResponse) -> list[RawResult]:
             "add json to search.formats in its settings.yml",
         )
     if response.status != 200:
-        message = dig(load_json_or_none(response), "error")
-        text = excerpt(message) if message is not None else excerpt(response.body)
-        raise failure_for_status(response, text) or ProviderError(
-            ErrorClass.INVALID_RESPONSE, f"unexpected HTTP {response.status}: {text}"
-        )
-    data = load_json(response)
-    if not isinstance(data, dict) or not isinstance(data.get("results", []), list):
-        raise ProviderError(ErrorClass.INVALID_RESPONSE, "expected an object with a results list")
-    results = []
-    for entry in items(data.get("results")):
-        result = raw_result(
-            entry.get("title"), entry.get("url"), entry.get("content"), entry.get("publishedDate")
-        )
-        if result:
-            results.append(result)
+        text = error_text(response, dig(load_json_or_none(response), "error"))
+        raise unexpected_status(response, text)
+    data = load_json_object(response, list_key="results")
+    results = raw_results(
+        items(data.get("results")),
+        title="title",
+        url="url",
+        snippet="content",
+        published="publishedDate",
+    )
     unresponsive = data.get("unresponsive_engines")
     if not results and isinstance(unresponsive, list) and unresponsive:
         names = ", ".join(

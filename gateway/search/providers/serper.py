@@ -8,20 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from gateway.search.failures import ErrorClass, ProviderError
-from gateway.search.providers.adapter import ProviderAdapter, endpoint
+from gateway.search.providers.adapter import ProviderAdapter, honours_time_filter, json_post
 from gateway.search.providers.decoding import (
     QUOTA_RETRY_AFTER,
     dig,
-    excerpt,
-    failure_for_status,
+    error_text,
     items,
-    load_json,
+    keyed_failure,
+    load_json_object,
     load_json_or_none,
     query_with_site_operators,
-    raw_result,
+    raw_results,
 )
 from gateway.search.query import Freshness, RawResult, SearchQuery
 from gateway.search.transport import ProviderRequest, ProviderResponse
@@ -45,49 +43,25 @@ def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> Pro
         body["tbs"] = f"cdr:1,cd_min:{start},cd_max:{end}"
     elif query.freshness:
         body["tbs"] = _FRESHNESS[query.freshness]
-    return ProviderRequest(
-        method="POST",
-        url=endpoint(base_url, "/search"),
-        headers={"Content-Type": "application/json", "X-API-KEY": api_key or ""},
-        body=orjson.dumps(body),
-    )
-
-
-def applies_time_filter(query: SearchQuery) -> bool:
-    return query.has_time_filter
+    return json_post(base_url, "/search", body, {"X-API-KEY": api_key or ""})
 
 
 def parse(response: ProviderResponse) -> list[RawResult]:
     if response.status != 200:
         raise _failure(response)
-    data = load_json(response)
-    if not isinstance(data, dict):
-        raise ProviderError(ErrorClass.INVALID_RESPONSE, "expected a JSON object")
-    results = []
-    for entry in items(data.get("organic")):
-        result = raw_result(
-            entry.get("title"), entry.get("link"), entry.get("snippet"), entry.get("date")
-        )
-        if result:
-            results.append(result)
-    return results
+    data = load_json_object(response)
+    return raw_results(
+        items(data.get("organic")), title="title", url="link", snippet="snippet", published="date"
+    )
 
 
 def _failure(response: ProviderResponse) -> ProviderError:
-    body = load_json_or_none(response)
-    message = dig(body, "message")
-    text = excerpt(message) if message is not None else excerpt(response.body)
+    text = error_text(response, dig(load_json_or_none(response), "message"))
     if "credit" in text.lower():
         return ProviderError(
             ErrorClass.RATE_LIMITED, f"HTTP {response.status}: {text}", QUOTA_RETRY_AFTER
         )
-    if response.status in (401, 403):
-        return ProviderError(
-            ErrorClass.HTTP_4XX, f"HTTP {response.status}: the API key was refused ({text})"
-        )
-    return failure_for_status(response, text) or ProviderError(
-        ErrorClass.INVALID_RESPONSE, f"unexpected HTTP {response.status}: {text}"
-    )
+    return keyed_failure(response, text)
 
 
 ADAPTER = ProviderAdapter(
@@ -96,5 +70,5 @@ ADAPTER = ProviderAdapter(
     needs_key=True,
     build_request=build_request,
     parse=parse,
-    applies_time_filter=applies_time_filter,
+    applies_time_filter=honours_time_filter,
 )

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from gateway.search.failures import ErrorClass, ProviderError
-from gateway.search.providers.adapter import ProviderAdapter, endpoint
+from gateway.search.providers.adapter import (
+    ProviderAdapter,
+    bearer_json,
+    honours_time_filter,
+    json_post,
+)
 from gateway.search.providers.decoding import (
     QUOTA_RETRY_AFTER,
     dig,
-    excerpt,
-    failure_for_status,
+    error_text,
     items,
-    load_json,
+    keyed_failure,
+    load_json_object,
     load_json_or_none,
-    raw_result,
+    raw_results,
     retry_after_seconds,
 )
 from gateway.search.query import RawResult, SearchQuery
@@ -57,36 +60,20 @@ def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> Pro
         body["exclude_domains"] = list(query.exclude_domains)
     if query.country in _COUNTRIES:
         body["country"] = _COUNTRIES[query.country]
-    return ProviderRequest(
-        method="POST",
-        url=endpoint(base_url, "/search"),
-        headers={
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "Authorization": f"Bearer {api_key or ''}",
-        },
-        body=orjson.dumps(body),
-    )
-
-
-def applies_time_filter(query: SearchQuery) -> bool:
-    return query.has_time_filter
+    return json_post(base_url, "/search", body, bearer_json(api_key))
 
 
 def parse(response: ProviderResponse) -> list[RawResult]:
     if response.status != 200:
         raise _failure(response)
-    data = load_json(response)
-    if not isinstance(data, dict) or not isinstance(data.get("results", []), list):
-        raise ProviderError(ErrorClass.INVALID_RESPONSE, "expected an object with a results list")
-    results = []
-    for entry in items(data.get("results")):
-        result = raw_result(
-            entry.get("title"), entry.get("url"), entry.get("content"), entry.get("published_date")
-        )
-        if result:
-            results.append(result)
-    return results
+    data = load_json_object(response, list_key="results")
+    return raw_results(
+        items(data.get("results")),
+        title="title",
+        url="url",
+        snippet="content",
+        published="published_date",
+    )
 
 
 def _failure(response: ProviderResponse) -> ProviderError:
@@ -96,7 +83,7 @@ def _failure(response: ProviderResponse) -> ProviderError:
     keyless = dig(body, "error")
     if message is None and isinstance(keyless, dict):
         message = keyless.get("message") or keyless.get("code")
-    text = excerpt(message) if message is not None else excerpt(response.body)
+    text = error_text(response, message)
     if response.status in _QUOTA_STATUSES:
         return ProviderError(
             ErrorClass.RATE_LIMITED,
@@ -109,13 +96,7 @@ def _failure(response: ProviderResponse) -> ProviderError:
         if wait is None and isinstance(hinted, int | float) and not isinstance(hinted, bool):
             wait = float(hinted)
         return ProviderError(ErrorClass.RATE_LIMITED, f"HTTP 429: {text}", wait)
-    if response.status in (401, 403):
-        return ProviderError(
-            ErrorClass.HTTP_4XX, f"HTTP {response.status}: the API key was refused ({text})"
-        )
-    return failure_for_status(response, text) or ProviderError(
-        ErrorClass.INVALID_RESPONSE, f"unexpected HTTP {response.status}: {text}"
-    )
+    return keyed_failure(response, text)
 
 
 ADAPTER = ProviderAdapter(
@@ -124,5 +105,5 @@ ADAPTER = ProviderAdapter(
     needs_key=True,
     build_request=build_request,
     parse=parse,
-    applies_time_filter=applies_time_filter,
+    applies_time_filter=honours_time_filter,
 )
