@@ -1,4 +1,5 @@
-"""A gateway app on loopback, with its services and its audit file, per test."""
+"""A gateway app on loopback, with its services and its audit file, per test; search gateways
+with fake providers (tests/tools/searchgateway.py), closed after the test."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 from gateway.runtime import Services
 from gateway.server.app import make_app
 from tests.conftest import loopback_policy
+from tests.tools.searchgateway import client_policy, start_search_gateway
 
 
 @pytest.fixture
@@ -21,6 +23,40 @@ async def services(upstream, write_policy, make_config):
 @pytest.fixture
 async def client(services, aiohttp_client):
     return await aiohttp_client(make_app(services))
+
+
+@pytest.fixture
+async def search_gateways(
+    aiohttp_server, aiohttp_client, make_config, write_policy, monkeypatch, upstream
+):
+    """`await search_gateways(policies={client id: policy text}, **options)` starts a gateway
+    (start_search_gateway's options); every one started is closed after the test."""
+    started = []
+
+    async def run(*, policies, **options):
+        gateway = await start_search_gateway(
+            aiohttp_server=aiohttp_server,
+            aiohttp_client=aiohttp_client,
+            make_config=make_config,
+            write_policy=write_policy,
+            monkeypatch=monkeypatch,
+            site_port=upstream.port,
+            policies=policies,
+            **options,
+        )
+        started.append(gateway)
+        return gateway
+
+    yield run
+    for gateway in started:
+        await gateway.services.close()
+
+
+def policies_for(port: int, **clients: dict) -> dict[str, str]:
+    """Client id -> the policy `client_policy` writes for it (`<id>-policy`, with options)."""
+    return {
+        name: client_policy(port, f"{name}-policy", **options) for name, options in clients.items()
+    }
 
 
 def audit_records(services) -> list[dict]:

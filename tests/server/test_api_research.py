@@ -7,38 +7,21 @@ import pytest
 from gateway.provenance.dsse import generate_keypair, load_public_key
 from gateway.provenance.envelope import verify_response
 from gateway.provenance.markers import unwrap
-from tests.server.conftest import audit_records
-from tests.tools.searchgateway import client_policy, start_search_gateway
+from tests.server.conftest import audit_records, policies_for
 
 
 @pytest.fixture
-async def start(aiohttp_server, aiohttp_client, make_config, write_policy, monkeypatch, upstream):
-    started = []
-
-    async def run(**options):
+def start(search_gateways, upstream):
+    def run(**options):
         options.setdefault(
             "policies",
-            {
-                "agent": client_policy(upstream.port, "agent-policy"),
-                "nofetch": client_policy(upstream.port, "nofetch-policy", fetch=False),
-                "nosearch": client_policy(upstream.port, "nosearch-policy", search=False),
-            },
+            policies_for(
+                upstream.port, agent={}, nofetch={"fetch": False}, nosearch={"search": False}
+            ),
         )
-        gateway = await start_search_gateway(
-            aiohttp_server=aiohttp_server,
-            aiohttp_client=aiohttp_client,
-            make_config=make_config,
-            write_policy=write_policy,
-            monkeypatch=monkeypatch,
-            site_port=upstream.port,
-            **options,
-        )
-        started.append(gateway)
-        return gateway
+        return search_gateways(**options)
 
-    yield run
-    for gateway in started:
-        await gateway.services.close()
+    return run
 
 
 def actions(gateway) -> list[str]:
@@ -115,7 +98,9 @@ async def test_full_reads_the_whole_page_summary_the_main_content(start, upstrea
     gateway = await start()
     texts = {}
     for mode in ("summary", "full"):
-        status, body = await gateway.post("/v1/research", "agent", query="modes", fetch_top_n=1, extract_mode=mode)
+        status, body = await gateway.post(
+            "/v1/research", "agent", query="modes", fetch_top_n=1, extract_mode=mode
+        )
         assert status == 200
         (page,) = body["pages"]
         texts[mode] = unwrap(page["content"], page["envelope"]["marker"])

@@ -18,8 +18,8 @@ from gateway.provenance.dsse import DSSEError, generate_keypair, load_public_key
 from gateway.provenance.envelope import verify_response
 from gateway.provenance.markers import unwrap
 from tests.search.conftest import Reply
-from tests.server.conftest import audit_records
-from tests.tools.searchgateway import KEYS, client_policy, start_search_gateway
+from tests.server.conftest import audit_records, policies_for
+from tests.tools.searchgateway import KEYS
 
 ALL_FOUR = (
     ("brave", "brave"),
@@ -30,36 +30,22 @@ ALL_FOUR = (
 
 
 @pytest.fixture
-async def start(aiohttp_server, aiohttp_client, make_config, write_policy, monkeypatch, upstream):
+def start(search_gateways, upstream):
     """Start a gateway; every one started is closed after the test."""
-    started = []
 
-    async def run(**options):
+    def run(**options):
         options.setdefault(
             "policies",
-            {
-                "dropper": client_policy(upstream.port, "dropper-policy"),
-                "marker": client_policy(
-                    upstream.port, "marker-policy", default="allow", results="mark"
-                ),
-                "nosearch": client_policy(upstream.port, "nosearch-policy", search=False),
-            },
+            policies_for(
+                upstream.port,
+                dropper={},
+                marker={"default": "allow", "results": "mark"},
+                nosearch={"search": False},
+            ),
         )
-        gateway = await start_search_gateway(
-            aiohttp_server=aiohttp_server,
-            aiohttp_client=aiohttp_client,
-            make_config=make_config,
-            write_policy=write_policy,
-            monkeypatch=monkeypatch,
-            site_port=upstream.port,
-            **options,
-        )
-        started.append(gateway)
-        return gateway
+        return search_gateways(**options)
 
-    yield run
-    for gateway in started:
-        await gateway.services.close()
+    return run
 
 
 def urls(body) -> list[str]:
