@@ -17,11 +17,11 @@ Defined outcomes (each tested in tests/policy/test_urls.py):
 - IPv4 hosts in any `inet_aton` spelling become dotted quads; a numeric-looking host that is
   not a valid address, an invalid bracketed IPv6 address or an IPv6 zone id is `invalid_url`.
 
-Speed: the common shape (an ASCII `host[:digits]` authority) is split once by yarl's own
-splitter, quoted by yarl's own quoters and built once; every other shape (user info, brackets,
-a non-ASCII host, an odd port) takes the general route, which asks yarl to parse the whole URL
-as it did before. Both routes give the same outcome for every input (a property test keeps a
-frozen copy of the general route as the reference).
+Speed: the common shape (a `host[:digits]` authority) is split once by yarl's own splitter,
+quoted by yarl's own quoters and built once; every other shape (user info, brackets, an odd
+port) takes the general route, which asks yarl to parse the whole URL as it did before. Both
+routes give the same outcome for every input (a property test keeps a frozen copy of the
+general route as the reference).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ try:
     from yarl._quoters import FRAGMENT_REQUOTER as _FRAGMENT_REQUOTER
     from yarl._quoters import PATH_REQUOTER as _PATH_REQUOTER
     from yarl._quoters import QUERY_REQUOTER as _QUERY_REQUOTER
+    from yarl._url import _encode_host
 except ImportError:  # pragma: no cover - depends on the installed yarl
     FAST_ROUTE = False
 else:
@@ -107,14 +108,13 @@ def parse_url(raw: object) -> Target:
     except IndexError:
         raise InvalidURLError(_YARL_CRASHED) from None
     host_text, _, port_text = authority.partition(":")
-    # Anything but `host[:digits]` in ASCII goes the general way: user info, brackets, IDNA
-    # and yarl's own port errors all come from there, in its order.
+    # Anything but `host[:digits]` goes the general way: user info, brackets and yarl's own
+    # port errors all come from there, in its order.
     if (
         not host_text
-        or not authority.isascii()
         or "@" in authority
         or "[" in authority
-        or (port_text and not port_text.isdigit())
+        or (port_text and not (port_text.isascii() and port_text.isdigit()))
         # A long port (even 0000080) is left to yarl, whose int() refuses thousands of digits.
         or len(port_text) > 5
     ):
@@ -124,6 +124,9 @@ def parse_url(raw: object) -> Target:
         return _parse_general(text, scheme)
     try:
         # What yarl.URL(text) does to these parts, in its order (its errors come first).
+        if not host_text.isascii():
+            # yarl refuses some non-ASCII names (invisible code points, IDNA failures) itself.
+            _encode_host(host_text, validate_host=False)
         if path:
             path = _PATH_REQUOTER(path)
             if "." in path:
@@ -161,20 +164,26 @@ def _checked_text(raw: object) -> tuple[str, str]:
         raise InvalidURLError(f"the URL is longer than {MAX_URL_LENGTH} characters")
     if _CONTROL_RE.search(text):
         raise InvalidURLError("the URL contains control characters")
-    scheme_match = _SCHEME_RE.match(text)
-    if text.startswith("//"):
-        raise InvalidURLError(f"the URL has no scheme; write 'https:{text}'")
-    if scheme_match is None:
-        raise InvalidURLError(f"the URL has no scheme; write 'https://{text}'")
-    scheme = scheme_match.group(1).lower()
-    if scheme not in SUPPORTED_SCHEMES:
-        raise UnsupportedSchemeError(scheme)
-    end = scheme_match.end()
-    if not text.startswith("//", end):
-        raise InvalidURLError(f"an {scheme} URL needs '//' and a host after '{scheme}:'")
-    query_at = text.find("?", end)
-    if "\\" in (text[end:] if query_at == -1 else text[end:query_at]):
-        raise InvalidURLError("the URL contains a backslash before the query")
+    if text.startswith("https://"):  # the usual spellings, without the regex
+        scheme, end = "https", 6
+    elif text.startswith("http://"):
+        scheme, end = "http", 5
+    else:
+        scheme_match = _SCHEME_RE.match(text)
+        if text.startswith("//"):
+            raise InvalidURLError(f"the URL has no scheme; write 'https:{text}'")
+        if scheme_match is None:
+            raise InvalidURLError(f"the URL has no scheme; write 'https://{text}'")
+        scheme = scheme_match.group(1).lower()
+        if scheme not in SUPPORTED_SCHEMES:
+            raise UnsupportedSchemeError(scheme)
+        end = scheme_match.end()
+        if not text.startswith("//", end):
+            raise InvalidURLError(f"an {scheme} URL needs '//' and a host after '{scheme}:'")
+    if "\\" in text:
+        query_at = text.find("?", end)
+        if "\\" in (text[end:] if query_at == -1 else text[end:query_at]):
+            raise InvalidURLError("the URL contains a backslash before the query")
     return text, scheme
 
 

@@ -318,8 +318,7 @@ def _outcome(parse: Callable[[object], Target], raw: str) -> tuple[object, ...]:
         target.port,
         target.ip,
         url.scheme,
-        url.raw_host,
-        url.host,
+        url.raw_host,  # not url.host: decoding a bad A-label (xn--a) raises, as yarl always did
         url.port,
         url.explicit_port,
         url.raw_path,
@@ -403,6 +402,18 @@ EDGES = [
     ("backslash in query", "http://example.com/?a\\b"),
     ("hash in query", "http://example.com/?a#b?c"),
     ("brackets then at sign", "http://[x]@"),
+    ("idna host", "http://B\u00fccher.de:8080/x"),
+    ("idna host, unicode digit port", "http://b\u00fccher.de:\u0668\u0660/"),
+    ("snowman", "http://\u2603.net/"),
+    ("fullwidth letters", "http://\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45.com/"),
+    ("zero width space", "http://ex\u200bample.com/"),
+    ("combining mark first", "http://\u0300a.com/"),
+    ("account of", "http://\u2100.com/"),
+    ("ideographic space", "http://a\u3000b.com/"),
+    ("rtl label", "http://\u05d0\u05d1.com/"),
+    ("mixed rtl", "http://a\u05d0.com/"),
+    ("ascii punycode", "http://xn--ls8h.la/"),
+    ("bad punycode", "http://xn--a.com/"),
 ]
 
 
