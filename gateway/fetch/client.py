@@ -126,6 +126,11 @@ class Fetcher:
         self.user_agent = user_agent or DEFAULT_USER_AGENT
         self._pool_limit = pool_limit
         self._sessions: dict[tuple[str, str, str], aiohttp.ClientSession] = {}
+        # Built once, copied per request: a request pays one C-level copy, not three inserts.
+        self._base_headers: CIMultiDict[str] = CIMultiDict(
+            {"User-Agent": self.user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
+        )
+        self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}
 
     async def set_own_addresses(self, own: Collection[tuple[IPNetwork, int]]) -> None:
         """Called once the server has bound its ports; new pools apply the new set."""
@@ -263,47 +268,10 @@ class Fetcher:
         *,
         method: str | None = None,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
-        """One request to `trace.current`, no redirects: the response after its head.
-
-        Address checks happen in the resolver (names) or here (IP literals); every aiohttp
-        failure is translated into the gateway's errors.
-        """
-        target = trace.current
-        if target.ip is not None:
-            decision = decide_answer(policy, target.port, [target.ip], own_addresses=self._own)
-            if not decision.allowed:
-                trace.decision = decision
-                raise PolicyDeniedError(decision)
-        headers: CIMultiDict[str] = CIMultiDict()
-        headers["User-Agent"] = self.user_agent
-        headers["Accept"] = ACCEPT
-        headers["Accept-Encoding"] = ACCEPT_ENCODING
-        for name, value in (options.headers or {}).items():
-            headers[name] = value
-        timeout = aiohttp.ClientTimeout(
-            total=None,
-            connect=options.connect_timeout or policy.timeouts.connect,
-            sock_read=options.read_timeout or policy.timeouts.read,
-        )
-        session = self._session(policy)
+        """One request to `trace.current`, no redirects: the response after its head, released
+        on leaving the block; aiohttp failures while it is read become the gateway's errors."""
+        response = await self.send(policy, trace, options, method=method)
         try:
-            response = await session.request(
-                method or options.method,
-                target.url,
-                headers=headers,
-                data=options.body,
-                allow_redirects=False,
-                timeout=timeout,
-                max_redirects=0,
-            )
-        except AddressDeniedError as exc:
-            trace.decision = exc.decision
-            raise PolicyDeniedError(exc.decision) from None
-        except Exception as exc:
-            raise translate_error(exc, before_head=True) from exc
-        try:
-            trace.status = response.status
-            trace.ip = _peer_ip(response) or (str(target.ip) if target.ip else None)
             yield response
         except GatewayError:
             raise
@@ -311,6 +279,64 @@ class Fetcher:
             raise translate_error(exc, before_head=False) from exc
         finally:
             response.release()
+
+    async def send(
+        self,
+        policy: Policy,
+        trace: FetchTrace,
+        options: FetchOptions,
+        *,
+        method: str | None = None,
+    ) -> aiohttp.ClientResponse:
+        """`open` without the context manager, for hot paths: the caller must `release()` the
+        response and translate failures while reading it (`translate_error`).
+
+        Address checks happen in the resolver (names) or here (IP literals); every aiohttp
+        failure up to the response head is translated into the gateway's errors.
+        """
+        target = trace.current
+        if target.ip is not None:
+            decision = decide_answer(policy, target.port, [target.ip], own_addresses=self._own)
+            if not decision.allowed:
+                trace.decision = decision
+                raise PolicyDeniedError(decision)
+        headers = self._base_headers
+        if options.headers:
+            headers = headers.copy()
+            headers.update(options.headers)
+        session = self._sessions.get((policy.name, policy.sha256, policy.source))
+        if session is None or session.closed:
+            session = self._session(policy)
+        try:
+            response = await session.request(
+                method or options.method,
+                target.url,
+                headers=headers,
+                data=options.body,
+                allow_redirects=False,
+                timeout=self._timeout(
+                    options.connect_timeout or policy.timeouts.connect,
+                    options.read_timeout or policy.timeouts.read,
+                ),
+                max_redirects=0,
+            )
+        except AddressDeniedError as exc:
+            trace.decision = exc.decision
+            raise PolicyDeniedError(exc.decision) from None
+        except Exception as exc:
+            raise translate_error(exc, before_head=True) from exc
+        trace.status = response.status
+        trace.ip = _peer_ip(response) or (str(target.ip) if target.ip else None)
+        return response
+
+    def _timeout(self, connect: float, read: float) -> aiohttp.ClientTimeout:
+        timeout = self._timeouts.get((connect, read))
+        if timeout is None:
+            if len(self._timeouts) >= 64:  # a few policies' values; never grows without bound
+                self._timeouts.clear()
+            timeout = aiohttp.ClientTimeout(total=None, connect=connect, sock_read=read)
+            self._timeouts[(connect, read)] = timeout
+        return timeout
 
     async def _read_body(
         self, response: aiohttp.ClientResponse, max_bytes: int, trace: FetchTrace, method: str

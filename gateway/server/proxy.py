@@ -15,6 +15,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import functools
 import hmac
 import ipaddress
 import logging
@@ -31,7 +32,7 @@ from gateway.errors import (
     UnauthorizedError,
     UnavailableError,
 )
-from gateway.fetch.client import FetchOptions, FetchTrace
+from gateway.fetch.client import FetchOptions, FetchTrace, translate_error
 from gateway.fetch.tunnel import open_tunnel
 from gateway.limits import FREE_LEASE, InMemoryLimiter, Lease, Limiter
 from gateway.policy.engine import Decision, Reason, decide_address, decide_target, decide_url
@@ -152,6 +153,9 @@ class ProxyConnection(asyncio.Protocol):
         "scanned",
         "state",
         "timer",
+        "deadline",
+        "reading_paused",
+        "client_eof",
         "task",
         "waiter",
         "write_paused",
@@ -169,6 +173,9 @@ class ProxyConnection(asyncio.Protocol):
         self.scanned = 0
         self.state = HEAD_STATE
         self.timer: asyncio.TimerHandle | None = None
+        self.deadline: float | None = None  # when an idle or unfinished head times out
+        self.reading_paused = False
+        self.client_eof = False  # the client half-closed while its request was served
         self.task: asyncio.Task[None] | None = None
         self.waiter: asyncio.Future[None] | None = None
         self.write_paused = False
@@ -189,27 +196,41 @@ class ProxyConnection(asyncio.Protocol):
         self._arm(self.proxy.header_timeout)
 
     def data_received(self, data: bytes) -> None:
-        if self.state == TUNNEL_STATE:
+        state = self.state
+        if state == TUNNEL_STATE:
             assert self.tunnel is not None
             self.tunnel.from_client(data)
             return
         if self.buffer is None:
+            if state == HEAD_STATE and self._read_whole_head(data):
+                return
             self.buffer = bytearray(data)
         else:
             self.buffer += data
-        if self.state == HEAD_STATE:
+        if state == HEAD_STATE:
             self._read_head()
-        elif self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
+        elif state == BODY_STATE:
+            if self.waiter is not None and not self.waiter.done():
+                self.waiter.set_result(None)
+        elif len(self.buffer) > MAX_HEAD:
+            # Reading goes on while a request is served (no pause and resume per request);
+            # what the client sends ahead (a pipelined request, a body) waits here, bounded.
+            self.pause_reading()
 
     def eof_received(self) -> bool | None:
         if self.state == TUNNEL_STATE and self.tunnel is not None:
             return self.tunnel.client_eof()
+        if self.state == BUSY_STATE:
+            self.client_eof = True  # the answer still goes out, then the connection closes
+            return True
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         previous, self.state = self.state, CLOSED_STATE
         self._disarm()
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_exception(ClientGoneError())
         if self.drain_waiter is not None and not self.drain_waiter.done():
@@ -234,10 +255,18 @@ class ProxyConnection(asyncio.Protocol):
 
     # --- reading ------------------------------------------------------------------------
 
+    def _read_whole_head(self, data: bytes) -> bool:
+        """The usual case: one read holds exactly one request head and nothing else."""
+        end = len(data) - 4
+        if end <= 0 or data.find(b"\r\n\r\n") != end or data.startswith(b"\r\n"):
+            return False
+        self._start(data[:end])
+        return True
+
     def _read_head(self) -> None:
         buf = self.buffer
         assert buf is not None and self.transport is not None
-        while buf[:2] == b"\r\n":  # RFC 9112 2.2: ignore blank lines before a request
+        while buf.startswith(b"\r\n"):  # RFC 9112 2.2: ignore blank lines before a request
             del buf[:2]
         if not buf:
             self.buffer, self.scanned = None, 0
@@ -248,18 +277,23 @@ class ProxyConnection(asyncio.Protocol):
             if len(buf) > MAX_HEAD or (len(buf) > MAX_LINE and b"\r\n" not in buf):
                 self.proxy.refuse_unparsed(self, "the request head is too long", bytes(buf[:200]))
             return
-        self._disarm()
         raw = bytes(buf[:end])
-        del buf[: end + 4]
+        if end + 4 == len(buf):
+            self.buffer = None
+        else:
+            del buf[: end + 4]
         self.scanned = 0
+        self._start(raw)
+
+    def _start(self, raw: bytes) -> None:
+        self._disarm()
         self.state = BUSY_STATE
-        self.transport.pause_reading()
         try:
             head = parse_request_head(raw)
         except BadRequestError as exc:
             self.proxy.refuse_unparsed(self, str(exc), raw[:200])
             return
-        self.task = asyncio.get_running_loop().create_task(self._serve(head))
+        self.task = self.proxy.loop.create_task(self._serve(head))
 
     async def _serve(self, head: RequestHead) -> None:
         keep_alive = False
@@ -274,12 +308,13 @@ class ProxyConnection(asyncio.Protocol):
             self.task = None
         if self.state in (TUNNEL_STATE, CLOSED_STATE) or self.transport is None:
             return
-        if not keep_alive or self.proxy.draining:
+        if not keep_alive or self.proxy.draining or self.client_eof:
             self.transport.close()
             return
         self.state = HEAD_STATE
         self._arm(self.proxy.keepalive_timeout)
-        self.transport.resume_reading()
+        if self.reading_paused:
+            self.resume_reading()
         if self.buffer:
             self._read_head()
 
@@ -290,8 +325,11 @@ class ProxyConnection(asyncio.Protocol):
             raise RequestTooLargeError(f"the request body is over {limit} bytes")
         body = bytearray()
         decoder = ChunkedDecoder() if head.chunked else None
+        if self.client_eof:
+            raise ClientGoneError()  # the body can never arrive
         self.state = BODY_STATE
-        self.transport.resume_reading()
+        if self.reading_paused:
+            self.resume_reading()
         try:
             while True:
                 buf = self.buffer or bytearray()
@@ -320,7 +358,6 @@ class ProxyConnection(asyncio.Protocol):
         finally:
             if self.state == BODY_STATE:
                 self.state = BUSY_STATE
-                self.transport.pause_reading()
         if len(body) > limit:
             raise RequestTooLargeError(f"the request body is over {limit} bytes")
         return bytes(body)
@@ -349,7 +386,22 @@ class ProxyConnection(asyncio.Protocol):
         self.state = TUNNEL_STATE
         leftover, self.buffer = self.buffer, None
         tunnel.start(bytes(leftover) if leftover else b"")
-        if self.state == TUNNEL_STATE:
+        if self.state != TUNNEL_STATE:
+            return
+        if self.client_eof:
+            if not tunnel.client_eof():
+                self.transport.close()
+        elif self.reading_paused:
+            self.resume_reading()
+
+    def pause_reading(self) -> None:
+        if self.transport is not None and not self.reading_paused:
+            self.reading_paused = True
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.transport is not None and self.reading_paused:
+            self.reading_paused = False
             self.transport.resume_reading()
 
     def close(self) -> None:
@@ -358,19 +410,31 @@ class ProxyConnection(asyncio.Protocol):
 
     # --- timers -------------------------------------------------------------------------
 
+    # One timer per connection, moved lazily: a request only sets or clears `deadline`, and
+    # the timer, when it fires early, re-arms itself for what is left (no timer per request).
+
     def _arm(self, delay: float) -> None:
-        self._disarm()
-        self.timer = asyncio.get_running_loop().call_later(delay, self._timed_out)
+        loop = self.proxy.loop
+        self.deadline = deadline = loop.time() + delay
+        timer = self.timer
+        if timer is None or timer.when() > deadline:
+            if timer is not None:
+                timer.cancel()
+            self.timer = loop.call_at(deadline, self._timed_out)
 
     def _disarm(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.deadline = None
 
     def _timed_out(self) -> None:
         self.timer = None
-        if self.state == HEAD_STATE and self.transport is not None:
-            self.transport.close()  # idle keep-alive, or a head that never finished
+        deadline = self.deadline
+        if deadline is None or self.state != HEAD_STATE or self.transport is None:
+            return
+        loop = self.proxy.loop
+        if loop.time() < deadline:
+            self.timer = loop.call_at(deadline, self._timed_out)
+            return
+        self.transport.close()  # idle keep-alive, or a head that never finished
 
     @property
     def idle(self) -> bool:
@@ -396,9 +460,10 @@ class ForwardProxy:
         self.draining = False
         self._background: set[asyncio.Task[Any]] = set()
         self._idle_close: asyncio.Task[None] | None = None
+        self.loop = asyncio.get_running_loop()  # built on the loop that will serve it
 
     async def start(self, host: str, port: int) -> list[tuple[str, int]]:
-        loop = asyncio.get_running_loop()
+        loop = self.loop
         server = await loop.create_server(
             lambda: ProxyConnection(self),
             host or None,
@@ -800,92 +865,91 @@ class Exchange:
             await lease.release()
 
     async def _forward(self, policy: Policy, decision: Decision, target: Target) -> bool:
-        head, conn = self.head, self.conn
+        head, conn, proxy = self.head, self.conn, self.proxy
         body = None
         if head.has_body:
             if "100-continue" in (head.get("expect") or "").lower():
                 conn.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             try:
-                body = await conn.read_body(head, self.proxy.max_body)
+                body = await conn.read_body(head, proxy.max_body)
             except BadRequestError as exc:
                 return self.fail(400, "bad_request", str(exc), False)
             except RequestTooLargeError as exc:
                 return self.fail(413, "request_too_large", exc.message, False)
-        headers: dict[str, str] = {}
-        for name, value in head.forwarded_headers():
-            if name in headers:
-                headers[name] += ("; " if name.lower() == "cookie" else ", ") + value
-            else:
-                headers[name] = value
-        if not any(n.lower() == "accept-encoding" for n in headers):
-            headers["Accept-Encoding"] = "identity"  # the gateway must not add a coding
         options = FetchOptions(
             method=head.method,
             tool=None,
-            headers=headers,
+            headers=_upstream_headers(head),
             body=body,
             follow_redirects=False,
             check_content_type=False,
-            read_timeout=self.proxy.proxy_config.tunnel_idle_timeout,
+            read_timeout=proxy.proxy_config.tunnel_idle_timeout,
         )
         trace = FetchTrace(requested=target, current=target)
-        sent_head = False
         try:
-            async with contextlib.AsyncExitStack() as stack:
-                response = await stack.enter_async_context(
-                    self.proxy.services.fetcher.open(policy, trace, options)
-                )
-                conn.last_destination = (policy, target, trace.ip)
-                out, keep_alive, chunked, length = _response_head(
-                    response.status, response.reason, response.raw_headers, head
-                )
-                record = self.record(
-                    decision=decision,
-                    status=response.status,
-                    response_bytes=length,
-                    destination=_destination(target, trace.ip),
-                )
-                try:
-                    self.proxy.audit(record)
-                except AuditWriteError as exc:
-                    return self.reply(503, "unavailable", None, exc.message, False)
-                sent_head = True
-                if _has_body(head.method, response.status):
-                    await self._stream(response, chunked, length, out)
-                else:
-                    conn.write(out)
-                return keep_alive
+            response = await proxy.services.fetcher.send(policy, trace, options)
         except PolicyDeniedError as exc:
-            if sent_head:
-                raise
             return self.deny(exc.decision, target)
         except GatewayError as exc:
-            if sent_head:
-                conn.transport.abort() if conn.transport else None
-                return False
             return self.gateway_error(exc, keep_alive=True)
+        try:
+            conn.last_destination = (policy, target, trace.ip)
+            out, keep_alive, chunked, length = _response_head(
+                response.status, response.reason, response.raw_headers, head
+            )
+            record = self.record(
+                decision=decision,
+                status=response.status,
+                response_bytes=length,
+                destination=_destination(target, trace.ip),
+            )
+            try:
+                proxy.audit(record)
+            except AuditWriteError as exc:
+                return self.reply(503, "unavailable", None, exc.message, False)
+            if _has_body(head.method, response.status):
+                await self._stream(response, chunked, length, out)
+            else:
+                conn.write(out)
+            return keep_alive
+        except Exception as exc:
+            # The head is out: an upstream failure can only cut the response short.
+            translate_error(exc, before_head=False)  # re-raises what is not the upstream's
+            if conn.transport is not None:
+                conn.transport.abort()
+            return False
+        finally:
+            response.release()
 
     async def _stream(self, response: Any, chunked: bool, length: int | None, head: bytes) -> None:
         """The body, streamed; the head goes out with the first piece (one send, not two)."""
         conn = self.conn
         max_duration = self.proxy.proxy_config.tunnel_max_duration
-        sent = 0
-        pending: bytes | None = head
-        async with asyncio.timeout(max_duration):
-            async for piece in response.content.iter_any():
-                sent += len(piece)
-                data = b"%x\r\n%b\r\n" % (len(piece), piece) if chunked else piece
-                if pending is not None:
-                    data, pending = pending + data, None  # a copy costs less than a send
-                conn.write(data)
-                if conn.write_paused:
-                    await conn.drain()
-        if pending is not None:
-            conn.write(pending)
+        if max_duration is None:
+            sent = await self._pieces(response.content, chunked, head)
+        else:
+            async with asyncio.timeout(max_duration):
+                sent = await self._pieces(response.content, chunked, head)
         if chunked:
             conn.write(b"0\r\n\r\n")
         elif length is not None and sent != length and conn.transport is not None:
             conn.transport.abort()
+
+    async def _pieces(self, content: Any, chunked: bool, head: bytes) -> int:
+        conn = self.conn
+        sent = 0
+        pending: bytes | None = head
+        async for piece in content.iter_any():
+            sent += len(piece)
+            data = b"%x\r\n%b\r\n" % (len(piece), piece) if chunked else piece
+            if pending is not None:
+                data, pending = pending + data, None  # a copy costs less than a send
+            conn.write(data)
+            if conn.write_paused:
+                await conn.drain()
+        if pending is not None:
+            conn.write(pending)
+        return sent
 
     # --- CONNECT ------------------------------------------------------------------------
 
@@ -988,6 +1052,22 @@ def _connect_target(authority: str) -> Target | None:
     return target if target.port == int(port) else None
 
 
+def _upstream_headers(head: RequestHead) -> dict[str, str]:
+    """The end-to-end headers for the upstream, repeated names joined (RFC 9110 5.3)."""
+    merged: dict[str, tuple[str, str]] = {}  # by lower-case name: (name as first sent, value)
+    for name, value in head.forwarded_headers():
+        lower = name.lower()
+        if lower in merged:
+            first, joined = merged[lower]
+            merged[lower] = (first, joined + ("; " if lower == "cookie" else ", ") + value)
+        else:
+            merged[lower] = (name, value)
+    headers = dict(merged.values())
+    if "accept-encoding" not in merged:
+        headers["Accept-Encoding"] = "identity"  # the gateway must not add a coding
+    return headers
+
+
 def _destination(target: Target | None, ip: str | None) -> dict[str, Any] | None:
     if target is None:
         return None
@@ -1008,40 +1088,44 @@ def _response_head(
     framing chosen (the upstream's Content-Length, else chunked, else close-delimited)."""
     named: set[bytes] = set()
     upstream_chunked = False
+    for name, value in raw_headers:
+        if len(name) in (10, 17):  # only Connection and Transfer-Encoding matter here
+            lower = name.lower()
+            if lower == b"connection":
+                named.update(t.strip().lower() for t in value.split(b","))
+            elif lower == b"transfer-encoding":
+                upstream_chunked = True
+    parts = [b"HTTP/1.1 %d %b\r\n" % (status, _reason_phrase(reason))]
     length: int | None = None
     for name, value in raw_headers:
         lower = name.lower()
-        if lower == b"connection":
-            named.update(t.strip().lower() for t in value.split(b","))
-        elif lower == b"transfer-encoding":
-            upstream_chunked = True
-    lines = [b"HTTP/1.1 %d %b\r\n" % (status, _reason_phrase(reason))]
-    for name, value in raw_headers:
-        lower = name.lower()
-        if lower in RESPONSE_HOP_BY_HOP or lower in named or lower.startswith(b"x-gateway-"):
+        if lower in RESPONSE_HOP_BY_HOP or lower.startswith(b"x-gateway-"):
+            continue
+        if named and lower in named:
             continue
         if lower == b"content-length":
             if upstream_chunked:
                 continue
             with contextlib.suppress(ValueError):
                 length = int(value)
-        lines.append(b"%b: %b\r\n" % (name, value))
+        parts += (name, b": ", value, b"\r\n")
     keep_alive = head.keep_alive
     chunked = False
-    if _has_body(head.method, status) and length is None:
+    if length is None and _has_body(head.method, status):
         if head.version == "HTTP/1.1":
             chunked = True
-            lines.append(b"Transfer-Encoding: chunked\r\n")
+            parts.append(b"Transfer-Encoding: chunked\r\n")
         else:
             keep_alive = False
     if not keep_alive:
-        lines.append(b"Connection: close\r\n")
+        parts.append(b"Connection: close\r\n")
     elif head.version == "HTTP/1.0":
-        lines.append(b"Connection: keep-alive\r\n")
-    lines.append(b"\r\n")
-    return b"".join(lines), keep_alive, chunked, length
+        parts.append(b"Connection: keep-alive\r\n")
+    parts.append(b"\r\n")
+    return b"".join(parts), keep_alive, chunked, length
 
 
+@functools.lru_cache(maxsize=64)  # the usual few phrases, cleaned once
 def _reason_phrase(reason: str | None) -> bytes:
     text = (reason or "").encode("latin-1", "replace")
     return bytes(b for b in text if 0x20 <= b < 0x7F or b == 0x09)[:100] or b"-"

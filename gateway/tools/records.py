@@ -5,7 +5,7 @@ URLs are redacted by the audit log itself; nothing here copies headers or bodies
 
 from __future__ import annotations
 
-import uuid
+import os
 from typing import Any
 
 from gateway.errors import GatewayError, PolicyDeniedError, ToolDisabledError
@@ -44,7 +44,7 @@ def tool_record(
         outcome, kind = "failure", ["error"]
     record: dict[str, Any] = {
         "event": {
-            "id": uuid.uuid4().hex,
+            "id": os.urandom(16).hex(),  # as random as a uuid4's hex, without the UUID
             "action": action,
             "outcome": outcome,
             "type": kind,

@@ -3,6 +3,10 @@ loopback upstream, with the audit file checked for every decision."""
 
 from __future__ import annotations
 
+import asyncio
+import re
+import time
+
 import aiohttp
 import orjson
 import pytest
@@ -168,8 +172,6 @@ async def test_aiohttp_client_through_the_proxy(env) -> None:
 async def test_connections_per_ip_are_capped(tmp_path, make_config) -> None:
     env = await start_env(tmp_path, make_config, server=ServerConfig(max_connections_per_ip=1))
     try:
-        import asyncio
-
         reader, writer = await asyncio.open_connection("127.0.0.1", env.port)
         second = await raw_exchange(env.port, b"", read_timeout=2)
         status, headers, _ = parse_head(second)
@@ -196,3 +198,82 @@ async def test_rate_limit_is_429_with_retry_after(tmp_path, make_config) -> None
         assert env.records("proxy_http")[-1]["error"]["code"] == "rate_limited"
     finally:
         await env.close()
+
+
+def get_request(env, path: str = "/page", extra: str = "") -> bytes:
+    host = f"site.example.com:{env.upstream_port}"
+    return f"GET {env.url(path)} HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n".encode()
+
+
+async def test_a_half_closed_client_still_gets_its_answer(env) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", env.port)
+    writer.write(get_request(env))
+    writer.write_eof()  # nothing more to send: the answer must still come, then the close
+    raw = await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    status, _, body = parse_head(raw)
+    assert status == 200 and body == b"hello through the proxy"
+    assert len(env.records("proxy_http")) == 1
+
+
+async def test_requests_sent_ahead_are_served_in_order_within_a_bound(env) -> None:
+    # Over 32 KB of pipelined heads arrive while the first is served: reading pauses at the
+    # bound and resumes after each answer, and every request is answered once, in order.
+    pad = "X-Pad: " + "p" * 1000 + "\r\n"
+    requests = [get_request(env, f"/echo?n={n}", pad) for n in range(40)]
+    requests.append(get_request(env, "/echo?n=last", "Connection: close\r\n"))
+    raw = await raw_exchange(env.port, b"".join(requests), read_timeout=20)
+    assert raw.count(b"HTTP/1.1 200") == 41
+    order = [int(n) for n in re.findall(rb'"/echo\?n=([0-9]+)"', raw)]
+    assert order == list(range(40)) and raw.index(b'"/echo?n=last"') > raw.index(b'n=39"')
+    assert len(env.records("proxy_http")) == 41
+
+
+async def test_idle_keep_alive_closes_after_keepalive_timeout_but_busy_does_not(
+    tmp_path, make_config
+) -> None:
+    env = await start_env(
+        tmp_path, make_config, server=ServerConfig(keepalive_timeout=0.6, header_timeout=0.6)
+    )
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", env.port)
+        started = time.monotonic()
+        while time.monotonic() - started < 1.5:  # in use for longer than the timeout
+            writer.write(get_request(env))
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            assert head.startswith(b"HTTP/1.1 200")
+            await reader.readexactly(len(b"hello through the proxy"))
+            await asyncio.sleep(0.2)
+        idle_from = time.monotonic()
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # then idle: closed
+        assert 0.3 < time.monotonic() - idle_from < 3
+        writer.close()
+    finally:
+        await env.close()
+
+
+@pytest.mark.parametrize(
+    ("sent", "upstream_sees"),
+    [
+        (
+            "Cookie: a=1\r\ncookie: b=2\r\n",
+            {"cookie": "a=1; b=2", "accept-encoding": "identity"},
+        ),
+        ("X-A: 1\r\nx-a: 2\r\n", {"x-a": "1, 2", "accept-encoding": "identity"}),
+        ("Accept-Encoding: gzip\r\n", {"accept-encoding": "gzip"}),
+        (
+            "Accept-Encoding: gzip\r\nConnection: Accept-Encoding\r\n",
+            {"accept-encoding": "identity"},
+        ),
+    ],
+    ids=["cookies-joined-with-semicolon", "any-case-joined", "coding-kept", "coding-hop-by-hop"],
+)
+async def test_repeated_headers_are_joined_and_no_coding_is_added(env, sent, upstream_sees) -> None:
+    raw = await raw_exchange(env.port, get_request(env, "/echo", sent + "Connection: close\r\n"))
+    status, _, body = parse_head(raw)
+    assert status == 200
+    echoed = {}
+    for name, value in orjson.loads(body)["headers"]:
+        echoed.setdefault(name.lower(), []).append(value)
+    for name, value in upstream_sees.items():
+        assert echoed[name] == [value], echoed
