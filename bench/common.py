@@ -1,5 +1,6 @@
 """What the bench scripts share: interleaved rounds, medians and percentiles, child processes
-that are always cleaned up, and a small closed-loop HTTP load generator.
+that are always cleaned up (nginx and `gateway serve` among them, with their files), and a
+small closed-loop HTTP load generator.
 
 The load generator runs in its own process (`LoadGenerator`, driven over pipes), so the
 client never shares an interpreter, and so a core, with the server it measures. It sends a
@@ -13,11 +14,14 @@ import asyncio
 import contextlib
 import json
 import math
+import os
+import shutil
 import signal
 import socket
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -116,6 +120,108 @@ class Children:
 
     def __exit__(self, *exc: object) -> None:
         self.stop_all()
+
+
+def wait_for_ports(
+    folder: Path, waits: Sequence[tuple[subprocess.Popen[Any], int]], *, logs: Sequence[str]
+) -> None:
+    """Wait until each process listens on its port; else show the tail of each of `logs`
+    (file names in `folder`) and exit."""
+    try:
+        for process, port in waits:
+            wait_for_port(port, process=process, timeout=60)
+    except RuntimeError as exc:
+        for log in logs:
+            if (folder / log).exists():
+                print(f"--- {log}\n{(folder / log).read_text()[-3000:]}", file=sys.stderr)
+        sys.exit(str(exc))
+
+
+def nginx_binary() -> str:
+    for candidate in (shutil.which("nginx"), "/usr/sbin/nginx"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    sys.exit("nginx not found: install Debian's nginx-light (apt-get install -y nginx-light)")
+
+
+def nginx_config(
+    prefix: Path, page_port: int, *, tuning: Sequence[str] = (), servers: str = ""
+) -> str:
+    """One nginx worker serving `prefix`/www on `page_port`, its files under `prefix`;
+    `tuning`: more http-level directives; `servers`: more blocks inside http."""
+    temp = prefix / "nginx-temp"
+    http = [
+        "access_log off;",
+        *tuning,
+        "keepalive_requests 1000000;",
+        "keepalive_timeout 75s;",
+        *(f"{kind}_temp_path {temp}/{where};" for kind, where in _NGINX_TEMP_PATHS),
+        "types { text/html html; }",
+        "default_type application/octet-stream;",
+        "charset utf-8;",
+        f"server {{ listen 127.0.0.1:{page_port}; root {prefix}/www; }}",
+    ]
+    return (
+        "daemon off;\n"
+        "worker_processes 1;\n"
+        f"pid {prefix}/nginx.pid;\n"
+        f"error_log {prefix}/nginx-error.log warn;\n"
+        "events { worker_connections 4096; }\n"
+        "http {\n" + "".join(f"    {line}\n" for line in http) + servers + "}\n"
+    )
+
+
+_NGINX_TEMP_PATHS = (
+    ("client_body", "body"),
+    ("proxy", "proxy"),
+    ("fastcgi", "fastcgi"),
+    ("uwsgi", "uwsgi"),
+    ("scgi", "scgi"),
+)
+
+
+def start_nginx(children: Children, folder: Path, config: str) -> subprocess.Popen[Any]:
+    """nginx with `folder` as its prefix (config, temporary files, logs)."""
+    (folder / "nginx-temp").mkdir(exist_ok=True)
+    (folder / "nginx.conf").write_text(config)
+    return children.start(
+        [nginx_binary(), "-p", str(folder), "-c", str(folder / "nginx.conf"),
+         "-e", str(folder / "nginx-error.log")],
+        log=folder / "nginx.out",
+    )  # fmt: skip
+
+
+def write_page_policy(folder: Path, name: str, host: str, port: int, *, extra: str = "") -> None:
+    """`bench-policy.yaml`: plain http to `host`:`port` (which resolves to loopback) only."""
+    (folder / "bench-policy.yaml").write_text(
+        f"version: 1\nname: {name}\ndefault: deny\nschemes: [http]\nports: [{port}]\n"
+        f'domains:\n  allow: ["{host}"]\nnetworks:\n  allow: ["127.0.0.0/8"]\n'
+        + textwrap.dedent(extra)
+    )
+
+
+def write_gateway_config(
+    path: Path, *, port: int, instance: str, host: str, extra: str = ""
+) -> Path:
+    """A configuration for `gateway serve` on 127.0.0.1:`port` with `bench-policy.yaml`, its
+    audit under `audit/`, and `host` resolved to 127.0.0.1; `extra`: more top-level keys."""
+    path.write_text(
+        f"listen: {{host: 127.0.0.1, port: {port}}}\ninstance_id: {instance}\n"
+        f'policy: bench-policy.yaml\naudit: {{path: "audit/gateway-{{instance}}.jsonl"}}\n'
+        + textwrap.dedent(extra)
+        + f'resolver:\n  hosts:\n    {host}: ["127.0.0.1"]\n'
+    )
+    return path
+
+
+def start_gateway(children: Children, config: Path, *, log: Path) -> subprocess.Popen[Any]:
+    """`gateway serve --config` from this checkout, in the configuration's folder."""
+    return children.start(
+        [sys.executable, "-m", "gateway", "serve", "--config", str(config)],
+        log=log,
+        cwd=config.parent,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,15 +45,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import (
-    REPO,
     Children,
     LoadGenerator,
     LoadResult,
     free_port,
     median,
+    nginx_config,
     rotated,
     run_load,
-    wait_for_port,
+    start_gateway,
+    start_nginx,
+    wait_for_ports,
+    write_gateway_config,
+    write_page_policy,
 )
 
 HOST = "news.example.com"  # a public-looking name; the gateway's resolver maps it to loopback
@@ -64,6 +68,7 @@ DIRECT, BARE, TRAFILATURA = "direct (nginx GET)", "bare relay", "trafilatura rel
 RAW, MARKDOWN = "gateway raw", "gateway auto (markdown)"
 RAW_TARGET = 0.60  # gateway raw req/s over the bare relay's
 MARKDOWN_TARGET = 2.0  # gateway auto req/s over the trafilatura relay's
+NGINX_TUNING = ("sendfile on;", "tcp_nopush off;", "tcp_nodelay on;")  # as in the research anchor
 
 VOCABULARY = (
     "agent gateway policy request network address domain resolver audit record envelope "
@@ -167,79 +172,13 @@ def article_page(size: int = PAGE_BYTES, seed: int = 7) -> bytes:
     return page
 
 
-def nginx_binary() -> str:
-    for candidate in (shutil.which("nginx"), "/usr/sbin/nginx"):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    sys.exit("nginx not found: install Debian's nginx-light (apt-get install -y nginx-light)")
-
-
-def nginx_config(prefix: Path, port: int) -> str:
-    temp = prefix / "nginx-temp"
-    return textwrap.dedent(
-        f"""\
-        daemon off;
-        worker_processes 1;
-        pid {prefix}/nginx.pid;
-        error_log {prefix}/nginx-error.log warn;
-        events {{ worker_connections 4096; }}
-        http {{
-            access_log off;
-            sendfile on;
-            tcp_nopush off;
-            tcp_nodelay on;
-            keepalive_requests 1000000;
-            keepalive_timeout 75s;
-            client_body_temp_path {temp}/body;
-            proxy_temp_path {temp}/proxy;
-            fastcgi_temp_path {temp}/fastcgi;
-            uwsgi_temp_path {temp}/uwsgi;
-            scgi_temp_path {temp}/scgi;
-            types {{ text/html html; }}
-            default_type application/octet-stream;
-            charset utf-8;
-            server {{
-                listen 127.0.0.1:{port};
-                root {prefix}/www;
-            }}
-        }}
-        """
-    )
-
-
 def gateway_files(folder: Path, gateway_port: int, nginx_port: int) -> Path:
-    policy = folder / "bench-policy.yaml"
-    policy.write_text(
-        textwrap.dedent(
-            f"""\
-            version: 1
-            name: bench-fetch
-            default: deny
-            schemes: [http]
-            ports: [{nginx_port}]
-            domains:
-              allow: ["{HOST}"]
-            networks:
-              allow: ["127.0.0.0/8"]
-            limits: {{max_chars: {MAX_CHARS}}}
-            """
-        )
+    write_page_policy(
+        folder, "bench-fetch", HOST, nginx_port, extra=f"limits: {{max_chars: {MAX_CHARS}}}\n"
     )
-    config = folder / "gateway.yaml"
-    config.write_text(
-        textwrap.dedent(
-            f"""\
-            listen: {{host: 127.0.0.1, port: {gateway_port}}}
-            instance_id: bench
-            policy: bench-policy.yaml
-            audit: {{path: "audit/gateway-{{instance}}.jsonl"}}
-            resolver:
-              hosts:
-                {HOST}: ["127.0.0.1"]
-            """
-        )
+    return write_gateway_config(
+        folder / "gateway.yaml", port=gateway_port, instance="bench", host=HOST
     )
-    return config
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,22 +362,10 @@ def main() -> None:
         folder.chmod(0o755)  # nginx workers may run as another user
         (folder / "www" / PAGE_PATH.rsplit("/", 1)[0].lstrip("/")).mkdir(parents=True)
         (folder / "www" / PAGE_PATH.lstrip("/")).write_bytes(page)
-        (folder / "nginx-temp").mkdir()
         nginx_port, gateway_port, bare_port, traf_port = (free_port() for _ in range(4))
-        (folder / "nginx.conf").write_text(nginx_config(folder, nginx_port))
-        nginx = children.start(
-            [nginx_binary(), "-p", str(folder), "-c", str(folder / "nginx.conf"),
-             "-e", str(folder / "nginx-error.log")],
-            log=folder / "nginx.out",
-        )  # fmt: skip
+        nginx = start_nginx(children, folder, nginx_config(folder, nginx_port, tuning=NGINX_TUNING))
         config = gateway_files(folder, gateway_port, nginx_port)
-        environment = dict(os.environ, PYTHONPATH=str(REPO))
-        gateway = children.start(
-            [sys.executable, "-m", "gateway", "serve", "--config", str(config)],
-            log=folder / "gateway.log",
-            cwd=folder,
-            env=environment,
-        )
+        gateway = start_gateway(children, config, log=folder / "gateway.log")
         relay = str(Path(__file__).resolve().parent / "relays.py")
         bare = children.start(
             [sys.executable, relay, "--kind", "bare", "--port", str(bare_port)],
@@ -448,16 +375,11 @@ def main() -> None:
             [sys.executable, relay, "--kind", "trafilatura", "--port", str(traf_port)],
             log=folder / "trafilatura.log",
         )
-        try:
-            for process, port in (
-                (nginx, nginx_port), (gateway, gateway_port), (bare, bare_port), (traf, traf_port)
-            ):  # fmt: skip
-                wait_for_port(port, process=process, timeout=60)
-        except RuntimeError as exc:
-            for log in ("nginx-error.log", "gateway.log", "bare.log", "trafilatura.log"):
-                if (folder / log).exists():
-                    print(f"--- {log}\n{(folder / log).read_text()[-3000:]}", file=sys.stderr)
-            sys.exit(str(exc))
+        wait_for_ports(
+            folder,
+            [(nginx, nginx_port), (gateway, gateway_port), (bare, bare_port), (traf, traf_port)],
+            logs=("nginx-error.log", "gateway.log", "bare.log", "trafilatura.log"),
+        )
 
         page_url = f"http://127.0.0.1:{nginx_port}{PAGE_PATH}"
         gateway_page = f"http://{HOST}:{nginx_port}{PAGE_PATH}"

@@ -29,13 +29,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import re
 import shutil
 import socket
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 import urllib.request
@@ -44,14 +42,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import (
-    REPO,
     Children,
     LoadGenerator,
     LoadResult,
     free_port,
     median,
+    nginx_config,
     rotated,
+    start_gateway,
+    start_nginx,
     wait_for_port,
+    wait_for_ports,
+    write_gateway_config,
+    write_page_policy,
 )
 
 HOST = "page.example.com"  # mapped to 127.0.0.1 by the gateways' resolver.hosts
@@ -91,13 +94,6 @@ def small_page() -> bytes:
     ).encode()
 
 
-def nginx_binary() -> str:
-    for candidate in (shutil.which("nginx"), "/usr/sbin/nginx"):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    sys.exit("nginx not found: install Debian's nginx-light (apt-get install -y nginx-light)")
-
-
 def redis_binary() -> str:
     found = shutil.which("redis-server")
     if not found:
@@ -105,10 +101,10 @@ def redis_binary() -> str:
     return found
 
 
-def nginx_config(
+def balancers_config(
     prefix: Path, page_port: int, lb_ports: dict[str, int], replicas: list[int]
 ) -> str:
-    temp = prefix / "nginx-temp"
+    """The page server, and a keep-alive load balancer port for each pool of replicas."""
     pools = {ONE: replicas[:1], TWO: replicas}
     upstreams = "".join(
         f"    upstream pool{index} {{\n"
@@ -130,75 +126,25 @@ def nginx_config(
 """
         for index, name in enumerate((ONE, TWO))
     )
-    return (
-        textwrap.dedent(
-            f"""\
-            daemon off;
-            worker_processes 1;
-            pid {prefix}/nginx.pid;
-            error_log {prefix}/nginx-error.log warn;
-            events {{ worker_connections 4096; }}
-            http {{
-                access_log off;
-                keepalive_requests 1000000;
-                keepalive_timeout 75s;
-                client_body_temp_path {temp}/body;
-                proxy_temp_path {temp}/proxy;
-                fastcgi_temp_path {temp}/fastcgi;
-                uwsgi_temp_path {temp}/uwsgi;
-                scgi_temp_path {temp}/scgi;
-                types {{ text/html html; }}
-                default_type application/octet-stream;
-                charset utf-8;
-                server {{
-                    listen 127.0.0.1:{page_port};
-                    root {prefix}/www;
-                }}
-            """
-        )
-        + upstreams
-        + balancers
-        + "}\n"
-    )
+    return nginx_config(prefix, page_port, servers=upstreams + balancers)
 
 
 def gateway_config(folder: Path, name: str, port: int, page_port: int, redis_port: int) -> Path:
-    policy = folder / "bench-policy.yaml"
-    policy.write_text(
-        textwrap.dedent(
-            f"""\
-            version: 1
-            name: bench-replicas
-            default: deny
-            schemes: [http]
-            ports: [{page_port}]
-            domains:
-              allow: ["{HOST}"]
-            networks:
-              allow: ["127.0.0.0/8"]
-            """
-        )
-    )
-    config = folder / f"{name}.yaml"
-    config.write_text(
-        textwrap.dedent(
-            f"""\
-            listen: {{host: 127.0.0.1, port: {port}}}
-            instance_id: {name}
-            policy: bench-policy.yaml
-            audit: {{path: "audit/gateway-{{instance}}.jsonl"}}
+    write_page_policy(folder, "bench-replicas", HOST, page_port)
+    token_sha256 = hashlib.sha256(TOKEN.encode()).hexdigest()
+    return write_gateway_config(
+        folder / f"{name}.yaml",
+        port=port,
+        instance=name,
+        host=HOST,
+        extra=f"""\
             clients:
               - id: bench-agent
-                token_sha256: "{hashlib.sha256(TOKEN.encode()).hexdigest()}"
+                token_sha256: "{token_sha256}"
                 limits: {{requests_per_minute: 100000000, concurrent: 100000}}
             state: {{redis: "redis://127.0.0.1:{redis_port}/0", on_failure: closed}}
-            resolver:
-              hosts:
-                {HOST}: ["127.0.0.1"]
-            """
-        )
+            """,
     )
-    return config
 
 
 def command_counts(redis_port: int) -> Counter[str]:
@@ -390,7 +336,6 @@ def main() -> None:
         folder.chmod(0o755)  # nginx workers may run as another user
         (folder / "www").mkdir()
         (folder / "www" / PAGE_PATH.lstrip("/")).write_bytes(small_page())
-        (folder / "nginx-temp").mkdir()
         redis_port, page_port = free_port(), free_port()
         replica_ports = [free_port() for _ in REPLICAS]
         lb_ports = {ONE: free_port(), TWO: free_port()}
@@ -400,33 +345,21 @@ def main() -> None:
             log=folder / "redis.log",
         )  # fmt: skip
         wait_for_port(redis_port, process=redis)
-        (folder / "nginx.conf").write_text(nginx_config(folder, page_port, lb_ports, replica_ports))
-        nginx = children.start(
-            [nginx_binary(), "-p", str(folder), "-c", str(folder / "nginx.conf"),
-             "-e", str(folder / "nginx-error.log")],
-            log=folder / "nginx.out",
-        )  # fmt: skip
-        environment = dict(os.environ, PYTHONPATH=str(REPO))
-        replicas = []
-        for name, port in zip(REPLICAS, replica_ports, strict=True):
-            config = gateway_config(folder, name, port, page_port, redis_port)
-            replicas.append(
-                children.start(
-                    [sys.executable, "-m", "gateway", "serve", "--config", str(config)],
-                    log=folder / f"{name}.log",
-                    cwd=folder,
-                    env=environment,
-                )
+        config = balancers_config(folder, page_port, lb_ports, replica_ports)
+        nginx = start_nginx(children, folder, config)
+        replicas = [
+            start_gateway(
+                children,
+                gateway_config(folder, name, port, page_port, redis_port),
+                log=folder / f"{name}.log",
             )
-        try:
-            wait_for_port(page_port, process=nginx)
-            for process, port in zip(replicas, replica_ports, strict=True):
-                wait_for_port(port, process=process, timeout=60)
-        except RuntimeError as exc:
-            for log in ("nginx-error.log", *(f"{name}.log" for name in REPLICAS)):
-                if (folder / log).exists():
-                    print(f"--- {log}\n{(folder / log).read_text()[-3000:]}", file=sys.stderr)
-            sys.exit(str(exc))
+            for name, port in zip(REPLICAS, replica_ports, strict=True)
+        ]
+        wait_for_ports(
+            folder,
+            [(nginx, page_port), *zip(replicas, replica_ports, strict=True)],
+            logs=("nginx-error.log", *(f"{name}.log" for name in REPLICAS)),
+        )
 
         body = json.dumps({"url": f"http://{HOST}:{page_port}{PAGE_PATH}"}).encode()
         urls = {name: f"http://127.0.0.1:{port}/v1/fetch" for name, port in lb_ports.items()}
