@@ -17,6 +17,7 @@ from lxml import etree
 from gateway.extract.content import DeadlineExceeded
 
 _WHITESPACE = re.compile(r"[ \t\n\r\f\v\u00a0\u2028\u2029\u200b]+")
+_ASCII_WHITESPACE = " \t\n\r\f\v"  # all in _WHITESPACE
 _BACKTICKS = re.compile(r"`+")
 _LANGUAGE = re.compile(
     r"(?:^|\s)(?:(?:language|lang|highlight-source|highlight)-|brush:\s*|sourcecode\s+)"
@@ -48,6 +49,8 @@ def _squash_inline(text: str) -> str:
     # most text has nothing to squash: no printable character is whitespace but U+0020
     if text.isprintable() and "  " not in text:
         return text
+    if not text.strip(_ASCII_WHITESPACE):  # the line breaks and indents between tags
+        return " "
     return _WHITESPACE.sub(" ", text)
 
 
@@ -76,21 +79,21 @@ class Renderer:
         """Render the children of a block container into `out`."""
         self._tick()
         inline: list[str] = []
-        if el.text:
-            inline.append(_squash_inline(el.text))
+        text = el.text
+        if text:
+            inline.append(_squash_inline(text))
         for child in el:
             tag = child.tag
             if not isinstance(tag, str) or tag in _SKIPPED:
-                if child.tail:
-                    inline.append(_squash_inline(child.tail))
-                continue
-            if self._is_block(child):
+                pass
+            elif self._is_block(child, tag):
                 self._flush(inline, out)
                 self._block(child, out, depth + 1)
             else:
                 inline.append(self._inline(child, depth + 1))
-            if child.tail:
-                inline.append(_squash_inline(child.tail))
+            tail = child.tail
+            if tail:
+                inline.append(_squash_inline(tail))
         self._flush(inline, out)
 
     def _tick(self) -> None:
@@ -103,8 +106,7 @@ class Renderer:
         ):
             raise DeadlineExceeded
 
-    def _is_block(self, el: etree._Element) -> bool:
-        tag = el.tag
+    def _is_block(self, el: etree._Element, tag: str) -> bool:
         if tag in _BLOCKS:
             return True
         if tag == "br" or tag == "img" or not len(el):
@@ -277,13 +279,16 @@ class Renderer:
 
     def _inline_children(self, el: etree._Element, depth: int) -> str:
         parts: list[str] = []
-        if el.text:
-            parts.append(_squash_inline(el.text))
+        text = el.text
+        if text:
+            parts.append(_squash_inline(text))
         for child in el:
-            if isinstance(child.tag, str) and child.tag not in _SKIPPED:
+            tag = child.tag
+            if isinstance(tag, str) and tag not in _SKIPPED:
                 parts.append(self._inline(child, depth + 1))
-            if child.tail:
-                parts.append(_squash_inline(child.tail))
+            tail = child.tail
+            if tail:
+                parts.append(_squash_inline(tail))
         return "".join(parts)
 
     def _inline(self, el: etree._Element, depth: int) -> str:

@@ -74,7 +74,7 @@ class SubtreeText:
     Valid only while the tree is unchanged; one per call, never shared.
     """
 
-    __slots__ = ("_spans", "_pieces", "_chars", "_words", "_joins")
+    __slots__ = ("_spans", "_pieces", "_chars", "_words", "_joins", "_links")
 
     def __init__(self, root: etree._Element, deadline: float | None = None) -> None:
         pieces: list[str] = []
@@ -128,6 +128,8 @@ class SubtreeText:
         self._chars, self._words, self._joins = chars, words, joins
         self._spans = spans
         self._pieces = pieces
+        # per link: its weighted length; nested candidates ask about the same links
+        self._links: dict[etree._Element, float] = {}
 
     def _length(self, first: int, end: int) -> int:
         if end <= first:
@@ -150,11 +152,15 @@ class SubtreeText:
 
     def link_length(self, el: etree._Element, deadline: float | None = None) -> float:
         """The text of the links in `el` (itself included); fragment links (`#...`) at 0.3."""
+        known = self._links
         links = 0.0
         for count, a in enumerate(el.iter("a")):
             check_every(deadline, count + 1)
-            href = a.get("href") or ""
-            links += self.length(a) * (0.3 if href.startswith("#") else 1.0)
+            weighted = known.get(a)
+            if weighted is None:
+                href = a.get("href") or ""
+                weighted = known[a] = self.length(a) * (0.3 if href.startswith("#") else 1.0)
+            links += weighted
         return links
 
 
