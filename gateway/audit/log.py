@@ -112,6 +112,8 @@ class AuditLog:
         self._pending_rotate_record: dict[str, Any] | None = None
         self._broken: str | None = None
         self._last_line = b""
+        self._stamp_second = -1
+        self._stamp_prefix = ""
 
     # -- public interface -------------------------------------------------------------------
 
@@ -163,7 +165,7 @@ class AuditLog:
             if self._pending_rotate_record is not None:
                 self._write_record(self._pending_rotate_record)
                 self._pending_rotate_record = None
-            return self._write_record(self._with_redacted_urls(record))
+            return self._write_record(record, redact=True)
 
     def checkpoint(self) -> dict[str, Any] | None:
         """Write a signed checkpoint now; None when the log has no signing key."""
@@ -332,36 +334,16 @@ class AuditLog:
                 "restart the gateway"
             )
 
-    def _with_redacted_urls(self, record: Mapping[str, Any]) -> dict[str, Any]:
-        # Callers redact too; doing it here as well makes the log the one choke point.
-        copy = dict(record)
-        url = copy.get("url")
-        if isinstance(url, Mapping):
-            url = dict(url)
-            for key in ("original", "full"):
-                if isinstance(url.get(key), str):
-                    url[key] = redact_url(url[key])
-            copy["url"] = url
-        redirects = copy.get("redirects")
-        if isinstance(redirects, list):
-            copy["redirects"] = [
-                {**hop, "url": redact_url(hop["url"])}
-                if isinstance(hop, Mapping) and isinstance(hop.get("url"), str)
-                else hop
-                for hop in redirects
-            ]
-        return copy
-
-    def _write_record(self, record: Mapping[str, Any]) -> dict[str, Any]:
+    def _write_record(self, record: Mapping[str, Any], *, redact: bool = False) -> dict[str, Any]:
         timestamp = record.get("@timestamp")
         written: dict[str, Any] = {
-            "@timestamp": timestamp
-            if isinstance(timestamp, str)
-            else format_timestamp(self._clock())
+            "@timestamp": timestamp if isinstance(timestamp, str) else self._timestamp()
         }
         for key, value in record.items():
-            if key not in ("@timestamp", "observer", "chain"):
+            if key not in _WRITER_KEYS:
                 written[key] = value
+        if redact:
+            _redact_urls(written)
         written["observer"] = self._observer
         written["chain"] = {"seq": self._seq + 1, "prev": self._head}
         try:
@@ -378,6 +360,15 @@ class AuditLog:
         self._run_records += 1
         self._last_line = line
         return written
+
+    def _timestamp(self) -> str:
+        """`format_timestamp(clock())`, with the date and time part formatted once a second
+        (records come many to a second; strftime is most of a timestamp's cost)."""
+        second, millis = divmod(int(self._clock() * 1000), 1000)
+        if second != self._stamp_second:
+            self._stamp_second = second
+            self._stamp_prefix = format_timestamp(second)[: -len("000Z")]
+        return f"{self._stamp_prefix}{millis:03d}Z"
 
     def _write_bytes(self, data: bytes) -> None:
         assert self._fd is not None
@@ -530,6 +521,29 @@ class AuditLog:
                 os.close(self._lock_fd)
             self._lock_fd = None
         self._stream = False
+
+
+_WRITER_KEYS = frozenset({"@timestamp", "observer", "chain"})  # set by the writer, never copied
+
+
+def _redact_urls(record: dict[str, Any]) -> None:
+    """Redact a record's URLs in place; the caller's nested dicts are replaced, not changed.
+    Callers redact too; doing it here as well makes the log the one choke point."""
+    url = record.get("url")
+    if isinstance(url, Mapping):
+        url = dict(url)
+        for key in ("original", "full"):
+            if isinstance(url.get(key), str):
+                url[key] = redact_url(url[key])
+        record["url"] = url
+    redirects = record.get("redirects")
+    if isinstance(redirects, list):
+        record["redirects"] = [
+            {**hop, "url": redact_url(hop["url"])}
+            if isinstance(hop, Mapping) and isinstance(hop.get("url"), str)
+            else hop
+            for hop in redirects
+        ]
 
 
 def _lifecycle(

@@ -79,6 +79,26 @@ def test_the_log_owns_observer_and_chain_but_keeps_a_given_timestamp(tmp_path: P
     assert forged["chain"]["seq"] == 99  # the caller's dict is not modified
 
 
+@pytest.mark.parametrize(
+    "steps",
+    [
+        (0.0, 0.001, 0.998, 0.001, 0.0005),  # within a second, then across it
+        (0.999, 0.002, 59.0, 3600.0),  # minutes and hours roll over
+        (0.0, -1.5, 0.25),  # a clock that steps back
+    ],
+    ids=["milliseconds", "rollover", "backwards"],
+)
+def test_timestamps_match_format_timestamp_across_seconds(tmp_path: Path, steps) -> None:
+    from gateway.audit.chain import format_timestamp
+
+    clock = FakeClock(1_800_000_059.0)
+    log = open_log(tmp_path / "a.jsonl", clock=clock)
+    for step in steps:
+        clock.now += step
+        assert log.append(fetch_record(1))["@timestamp"] == format_timestamp(clock.now)
+    log.close()
+
+
 def test_urls_are_redacted_by_the_writer_too(tmp_path: Path) -> None:
     log = open_log(tmp_path / "a.jsonl")
     record = fetch_record(
