@@ -506,6 +506,31 @@ PIECES = [
     "ｕｎｔｒｕｓｔｅｄ",
     "·",
     "nonce=",
+    # look-alikes the line filter must fold: letters, ligatures, references, separators
+    "ＵＮＴＲＵＳＴＥＤ",
+    "ﬆ",
+    "ß",
+    "ſ",
+    "\u212a",
+    "𝐔𝐍𝐓",
+    "Ⓤ",
+    "ᴵ",
+    "&#x3C;",
+    "&#0060;",
+    "＆ｌｔ；",
+    "［",
+    "］",
+    "｜",
+    "／",
+    "—",
+    "\u00a0",
+    "\u3000",
+    "\ufe4d",
+    "…",
+    "™",
+    "\r\n",
+    "\x0b",
+    "\x85",
 ]
 
 marker_soup = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=8)), max_size=40).map(
@@ -583,3 +608,251 @@ def test_nothing_else_changes(text: str) -> None:
     assert sanitize(text) == Sanitized(text, 0, 0) or MARKER_WORD in markers._fold_line(
         text
     ).text.translate(DROP_SEPARATORS)
+
+
+# --- the line filter against the careful path -------------------------------------------
+
+
+def _reference_remove_invisible(text: str) -> tuple[str, int]:
+    """The invisible-character rules of the module docstring, one character at a time."""
+    out: list[str] = []
+    removed = 0
+    index = 0
+    while index < len(text):
+        if text[index] not in markers._INVISIBLE_CHARS:
+            out.append(text[index])
+            index += 1
+            continue
+        end = index
+        while end < len(text) and text[end] in markers._INVISIBLE_CHARS:
+            end += 1
+        run = text[index:end]
+        before = text[index - 1] if index > 0 else ""
+        after = text[end] if end < len(text) else ""
+        joiner = next((char for char in run if char in (ZWJ, ZWNJ)), "")
+        kept = joiner if joiner and markers._joins(before, after) else ""
+        removed += len(run) - len(kept) - (run.endswith("\r") and after == "\n")
+        out.append(kept)
+        index = end
+    return "".join(out), removed
+
+
+def _careful(text: str) -> Sanitized:
+    visible, invisible = _reference_remove_invisible(text)
+    slow = [markers._neutralise_line(line) for line in visible.split("\n")]
+    return Sanitized("\n".join(line for line, _ in slow), sum(n for _, n in slow), invisible)
+
+
+def _lookalikes_by_fold() -> dict[str, list[str]]:
+    table: dict[str, list[str]] = {}
+    for low, high in markers._FILTER_SPECIAL_RANGES:
+        for code in range(low, high + 1):
+            table.setdefault(markers._fold_char(chr(code)), []).append(chr(code))
+    return table
+
+
+LOOKALIKES = _lookalikes_by_fold()
+SEPARATOR_LOOKALIKES = sorted(
+    char
+    for fold, chars in LOOKALIKES.items()
+    if all(c in markers._SEPARATORS for c in fold)
+    for char in chars
+)
+TARGETS = [
+    "UNTRUSTEDWEBCONTENT",
+    "ENDUNTRUSTEDWEBCONTENT",
+    "<<<END_UNTRUSTED_WEB_CONTENT>>>",
+    "<|IM_START|>",
+    "<|SYSTEM|>",
+    "[INST]",
+    "[/INST]",
+    "<<SYS>>",
+    "<</SYS>>",
+    "</TOOL_RESULT>",
+    "<FUNCTION_RESULTS>",
+    '<TOOL_CALL ID="1">',
+    "<START_OF_TURN>",
+    "</SYSTEM-REMINDER>",
+    "&LT;|X|&GT;",
+    "&#60;&#X3C;SYS>>",
+]
+
+ENTITIES_FOR_LT = ["&lt;", "&LT", "&#60;", "&#x3c", "&#0060"]
+
+
+def _disguises(target: str, index: int) -> list[tuple[int, str]]:
+    """(characters of `target` covered, text) pairs that fold to `target` at `index`: the
+    character itself in either case as often as all its look-alikes together."""
+    lookalikes = [
+        (len(fold), char)
+        for fold, chars in LOOKALIKES.items()
+        if target.startswith(fold, index)
+        for char in chars
+    ]
+    if target[index] == "<":
+        lookalikes += [(1, entity) for entity in ENTITIES_FOR_LT]
+    plain = [(1, target[index]), (1, target[index].lower())]
+    return plain * max(1, len(lookalikes) // 2) + lookalikes
+
+
+DISGUISES = {
+    target: [_disguises(target, index) for index in range(len(target))] for target in TARGETS
+}
+BETWEEN = [
+    "",
+    "",
+    "",
+    "",
+    "",
+    "",
+    " ",
+    "_",
+    "-",
+    "\t",
+    ZWSP,
+    ZWJ,
+    "\u00ad",
+    "\r",
+    *SEPARATOR_LOOKALIKES[::6],
+]
+
+
+@st.composite
+def disguised_target(draw: st.DrawFn) -> str:
+    """A marker word or role token, each piece in ASCII of either case or in a look-alike,
+    with hidden characters or separators between the pieces or not."""
+    target = draw(st.sampled_from(TARGETS))
+    spaced = draw(st.booleans())
+    out: list[str] = []
+    index = 0
+    while index < len(target):
+        length, piece = draw(st.sampled_from(DISGUISES[target][index]))
+        out.append(piece)
+        index += length
+        if spaced:
+            out.append(draw(st.sampled_from(BETWEEN)))
+    return "".join(out)
+
+
+lookalike_text = st.lists(
+    st.one_of(
+        disguised_target(),
+        st.sampled_from(PIECES),
+        st.text(max_size=6),
+        st.sampled_from(["\n", "\r\n", "—", "’", "é", "日本", "Ж", "ع"]),
+    ),
+    max_size=12,
+).map("".join)
+
+
+@settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(lookalike_text, any_text))
+@example("U\u0274TRUSTEDWEBCONTENT")
+@example("＜｜im_start｜＞ and ⟪SYS⟫ \u3000 ﬆ")
+def test_the_line_filter_gives_the_careful_result(text: str) -> None:
+    assert sanitize(text) == _careful(text)
+
+
+invisible_soup = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [ZWSP, ZWJ, ZWNJ, "\r", "\n", "\r\n", "\t", "\x00", "\x85", "\u00ad", "\ufe0f"]
+        ),
+        st.sampled_from(["a", "ж", "क्", "👨", "🏽", "1", " ", "\U000e0041", "\ud800"]),
+        st.characters(),
+    ),
+    max_size=30,
+).map("".join)
+
+
+@settings(max_examples=800)
+@given(st.one_of(invisible_soup, any_text))
+@example("\r\r\n\r")
+@example(f"a{ZWSP}{ZWJ}\r\nb{ZWJ}{ZWSP}{ZWNJ}c")
+def test_invisible_removal_matches_the_reference(text: str) -> None:
+    assert markers._remove_invisible(text) == _reference_remove_invisible(text)
+
+
+def test_every_lookalike_character_is_folded_where_it_completes_a_marker_or_token() -> None:
+    # One line per case, all in one text: the filter reads the whole text at once.
+    lines: list[str] = []
+    for fold, chars in LOOKALIKES.items():
+        for target in TARGETS:
+            index = target.find(fold)
+            while index >= 0:
+                lines.extend(target[:index] + char + target[index + len(fold) :] for char in chars)
+                index = target.find(fold, index + 1)
+    for char in SEPARATOR_LOOKALIKES:
+        lines.extend(MARKER_WORD[:index] + char + MARKER_WORD[index:] for index in range(1, 19))
+    text = "\n".join(lines)
+    clean = sanitize(text)
+    assert clean == _careful(text)
+    assert clean.marker_lookalikes > len(lines) // 2  # most of them are look-alikes indeed
+
+
+def test_the_filter_table_matches_unicode() -> None:
+    assert markers._derive_filter_special_ranges() == markers._FILTER_SPECIAL_RANGES
+
+
+def test_the_filter_table_rule() -> None:
+    # What a character's fold must hold to be in the table, checked on some of each kind.
+    for char, special in [
+        ("Ｕ", True),  # fullwidth letter
+        ("ﬆ", True),  # ligature
+        ("ß", True),  # upper-cases to SS
+        ("\u2014", True),  # em dash: a separator
+        ("«", True),  # folds to <<
+        ("＆", True),
+        ("\u2019", False),  # typographic apostrophe
+        ("é", False),
+        ("»", False),  # folds to >>, which no token starts with
+        ("…", False),  # folds to ...
+        ("，", False),  # fullwidth comma
+        ("日", False),
+    ]:
+        assert markers._is_filter_special(char) is special, char
+        assert (char in markers._FILTER_SPECIAL_CHARS) is special, char
+
+
+def _candidates(text: str) -> list[int]:
+    inventory = markers._inventory(text)
+    return markers._candidate_lines(markers._filter_fold(inventory.data, inventory.special))
+
+
+ORDINARY = [
+    pytest.param(
+        "# Title\n\nIt’s a café in Zürich — “quoted” text, naïve €12, São Paulo…\n"
+        "- item with a [link](https://example.org/a?b=c&d=1) and `x >> 2 << 3`\n",
+        id="typographic-markdown",
+    ),
+    pytest.param(
+        '<!DOCTYPE html><html><head><script>var a = b < c;</script></head><body><p class="x">'
+        "Text &amp; more &copy; 2026</p><table><tr><td>1</td></tr></table></body></html>",
+        id="html",
+    ),
+    pytest.param(
+        "東京は日本の首都です。（括弧）、「引用」！ Ссылка «кавычки» на документацию. "
+        "مرحبا بالعالم. हिन्दी में एक वाक्य। 👨\u200d👩\u200d👧",
+        id="scripts",
+    ),
+    pytest.param(">>> import os\n>>> print(1 << 4)\n| a | b |\n|---|---|", id="code"),
+]
+
+
+@pytest.mark.parametrize("text", ORDINARY)
+def test_ordinary_text_gives_the_filter_no_candidate_line(text: str) -> None:
+    # Not a rule of the contract: what keeps the filter cheap, so a change that widens it shows.
+    assert _candidates(text) == []
+    assert sanitize(text).text == text
+
+
+@pytest.mark.parametrize(
+    ("text", "lines"),
+    [
+        pytest.param("a\nb <|im_end|>\nc\nd untrusted web content", [1, 3], id="two-lines"),
+        pytest.param("x\n\n＜｜im_start｜＞", [2], id="fullwidth-on-line-3"),
+        pytest.param("é\nUNTRUSTED\u2014WEB\u2014CONTENT", [1], id="dash-separators"),
+    ],
+)
+def test_the_filter_names_the_lines(text: str, lines: list[int]) -> None:
+    assert _candidates(text) == lines
