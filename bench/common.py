@@ -327,25 +327,10 @@ class LoadGenerator:
         )
 
 
-def run_load(
-    url: str,
-    *,
-    body: bytes | None = None,
-    concurrency: int,
-    requests: int,
-    warmup: int = 0,
-    timeout: float = 60.0,
-) -> LoadResult:
-    """One load run in a fresh load-generator process (see LoadGenerator)."""
+def run_load(url: str, **options: Any) -> LoadResult:
+    """One load run in a fresh load-generator process (`options` as for LoadGenerator.run)."""
     with LoadGenerator() as generator:
-        return generator.run(
-            url,
-            body=body,
-            concurrency=concurrency,
-            requests=requests,
-            warmup=warmup,
-            timeout=timeout,
-        )
+        return generator.run(url, **options)
 
 
 async def _generate(

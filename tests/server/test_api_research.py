@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from gateway.provenance.dsse import generate_keypair, load_public_key
@@ -12,16 +14,10 @@ from tests.server.conftest import audit_records, policies_for
 
 @pytest.fixture
 def start(search_gateways, upstream):
-    def run(**options):
-        options.setdefault(
-            "policies",
-            policies_for(
-                upstream.port, agent={}, nofetch={"fetch": False}, nosearch={"search": False}
-            ),
-        )
-        return search_gateways(**options)
-
-    return run
+    policies = policies_for(
+        upstream.port, agent={}, nofetch={"fetch": False}, nosearch={"search": False}
+    )
+    return functools.partial(search_gateways, policies=policies)
 
 
 def actions(gateway) -> list[str]:

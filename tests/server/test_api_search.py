@@ -6,6 +6,7 @@ results are decided by each client's policy, after the shared cache.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -32,20 +33,13 @@ ALL_FOUR = (
 @pytest.fixture
 def start(search_gateways, upstream):
     """Start a gateway; every one started is closed after the test."""
-
-    def run(**options):
-        options.setdefault(
-            "policies",
-            policies_for(
-                upstream.port,
-                dropper={},
-                marker={"default": "allow", "results": "mark"},
-                nosearch={"search": False},
-            ),
-        )
-        return search_gateways(**options)
-
-    return run
+    policies = policies_for(
+        upstream.port,
+        dropper={},
+        marker={"default": "allow", "results": "mark"},
+        nosearch={"search": False},
+    )
+    return functools.partial(search_gateways, policies=policies)
 
 
 def urls(body) -> list[str]:
