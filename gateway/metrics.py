@@ -8,14 +8,18 @@ host. Observing never raises into a request and never decides anything.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 from gateway import errors
 from gateway.audit.log import AuditLog
@@ -55,6 +59,7 @@ BYTES_BUCKETS = (256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 167772
 AUDIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5)
 
 Refresher = Callable[[], Awaitable[None]]
+_EMPTY: Mapping[str, Any] = {}
 
 
 def _bounded(value: object, allowed: frozenset[str]) -> str:
@@ -62,6 +67,75 @@ def _bounded(value: object, allowed: frozenset[str]) -> str:
         return NONE
     text = str(value)
     return text if text in allowed else OTHER
+
+
+class LabelledSeries(Collector):
+    """A counter, or a histogram when given buckets, by label values: updated under one lock
+    and turned into samples at scrape time. The audit log observes every record, and
+    prometheus_client's child lookup and lock per value cost several times more; the text
+    exposition is the same as its Counter's and Histogram's."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str] = (),
+        *,
+        buckets: Sequence[float] | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self.bounds = tuple(float(b) for b in buckets) if buckets is not None else None
+        # label values -> [count] for a counter; [per bucket..., +Inf, sum] for a histogram
+        self._series: dict[tuple[str, ...], list[float]] = {}
+        self._created: dict[tuple[str, ...], float] = {}
+        self._lock = threading.Lock()
+        if not self.labelnames:
+            self._add(())  # an unlabelled series shows from the start, as prometheus_client's
+        if registry is not None:
+            registry.register(self)
+
+    def inc(self, labels: tuple[str, ...] = (), amount: float = 1.0) -> None:
+        with self._lock:
+            series = self._series.get(labels) or self._add(labels)
+            series[0] += amount
+
+    def observe(self, value: float, labels: tuple[str, ...] = ()) -> None:
+        assert self.bounds is not None
+        index = bisect.bisect_left(self.bounds, value)  # the first bucket with value <= le
+        with self._lock:
+            series = self._series.get(labels) or self._add(labels)
+            series[index] += 1
+            series[-1] += value
+
+    def _add(self, labels: tuple[str, ...]) -> list[float]:
+        size = 1 if self.bounds is None else len(self.bounds) + 2
+        series = self._series[labels] = [0.0] * size
+        self._created[labels] = time.time()
+        return series
+
+    def collect(self) -> Iterator[Any]:
+        with self._lock:
+            snapshot = [(k, list(v), self._created[k]) for k, v in self._series.items()]
+        if self.bounds is None:
+            counter = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+            for labels, series, created in snapshot:
+                counter.add_metric(labels, series[0], created=created)
+            yield counter
+            return
+        histogram = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        bounds = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
+        for labels, series, created in snapshot:
+            cumulative, buckets = 0.0, []
+            for bound, count in zip(bounds, series, strict=False):
+                cumulative += count
+                buckets.append((bound, cumulative))
+            histogram.add_metric(labels, buckets, series[-1])
+            named = dict(zip(self.labelnames, labels, strict=True))
+            histogram.samples.append(Sample(f"{self.name}_created", named, created))
+        yield histogram
 
 
 class _SearchStats(Collector):
@@ -108,27 +182,28 @@ class Metrics:
         r.register(self._search)
         info = Gauge("gateway_info", "Version and instance", ["version", "instance"], registry=r)
         info.labels(version, instance_id).set(1)
-        self.decisions = Counter(
+        # Observed on every record or request: LabelledSeries, not prometheus_client's.
+        self.decisions = LabelledSeries(
             "gateway_decisions",
             "Audited decisions by tool, decision, reason and client",
             ["tool", "decision", "reason", "client"],
             registry=r,
         )
-        self.tool_duration = Histogram(
+        self.tool_duration = LabelledSeries(
             "gateway_tool_duration_seconds",
             "Time from a call's start to its audit record, by tool",
             ["tool"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.upstream_bytes = Histogram(
+        self.upstream_bytes = LabelledSeries(
             "gateway_upstream_response_bytes",
             "Body bytes received from upstreams, by tool",
             ["tool"],
             buckets=BYTES_BUCKETS,
             registry=r,
         )
-        self.http_duration = Histogram(
+        self.http_duration = LabelledSeries(
             "gateway_http_request_duration_seconds",
             "HTTP API request latency by route and status class",
             ["route", "status"],
@@ -141,7 +216,7 @@ class Metrics:
         self.open_tunnels = Gauge(
             "gateway_open_tunnels", "Forward-proxy tunnels currently open", registry=r
         )
-        self.audit_write = Histogram(
+        self.audit_write = LabelledSeries(
             "gateway_audit_write_seconds",
             "Time to append one audit record",
             buckets=AUDIT_BUCKETS,
@@ -189,27 +264,29 @@ class Metrics:
             log.exception("metrics: could not observe an audit record")
 
     def _observe_record(self, record: Mapping[str, Any]) -> None:
-        event = record.get("event") or {}
+        event = record.get("event") or _EMPTY
         action = event.get("action")
-        if action == "policy_reload":
-            self.reloads.labels(_bounded(event.get("outcome"), OUTCOMES)).inc()
-            return
         if action not in ACTIONS:
+            if action == "policy_reload":
+                self.reloads.labels(_bounded(event.get("outcome"), OUTCOMES)).inc()
             return
         tool = str(action)
-        policy = record.get("policy") or {}
-        error = record.get("error") or {}
+        policy = record.get("policy") or _EMPTY
+        error = record.get("error") or _EMPTY
         decision = _bounded(policy.get("decision"), DECISIONS)
         reason = policy.get("reason") or (error.get("code") if isinstance(error, dict) else None)
-        client = self.client_label((record.get("client") or {}).get("id"))
-        self.decisions.labels(tool, decision, _bounded(reason, REASONS), client).inc()
+        client = self.client_label((record.get("client") or _EMPTY).get("id"))
+        self.decisions.inc((tool, decision, _bounded(reason, REASONS), client))
+        labels = (tool,)
         duration = event.get("duration_ms")
         if isinstance(duration, int | float) and duration >= 0:
-            self.tool_duration.labels(tool).observe(duration / 1000)
-        response = ((record.get("http") or {}).get("response")) or {}
-        size = response.get("bytes") if isinstance(response, dict) else None
-        if isinstance(size, int) and size >= 0:
-            self.upstream_bytes.labels(tool).observe(size)
+            self.tool_duration.observe(duration / 1000, labels)
+        http = record.get("http")
+        if http:
+            response = http.get("response") or _EMPTY
+            size = response.get("bytes") if isinstance(response, dict) else None
+            if isinstance(size, int) and size >= 0:
+                self.upstream_bytes.observe(size, labels)
         if tool == "proxy_connect" and decision == "allow" and event.get("outcome") == "success":
             self.tunnels_open += 1
             self.open_tunnels.set(self.tunnels_open)
@@ -224,7 +301,7 @@ class Metrics:
     def request_finished(self, route: str, status: int, seconds: float) -> None:
         self.requests_in_flight -= 1
         self.in_flight.set(self.requests_in_flight)
-        self.http_duration.labels(route, f"{status // 100}xx").observe(seconds)
+        self.http_duration.observe(seconds, (route, f"{status // 100}xx"))
 
     @property
     def busy(self) -> int:

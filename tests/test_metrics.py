@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway import __version__
 from gateway.config import ClientConfig, ServerConfig
 from gateway.errors import AuditWriteError
-from gateway.metrics import Metrics, ObservedAuditLog
+from gateway.metrics import LabelledSeries, Metrics, ObservedAuditLog
 from gateway.runtime import Services
 from gateway.server.app import make_app
 from tests.conftest import loopback_policy
@@ -28,6 +28,47 @@ async def services(upstream, write_policy, make_config):
 @pytest.fixture
 async def client(services, aiohttp_client):
     return await aiohttp_client(make_app(services))
+
+
+def without_created(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if "_created" not in line)
+
+
+@pytest.mark.parametrize(
+    ("buckets", "observations"),
+    [
+        (None, [(("a", "x"), 1), (("a", "x"), 2.5), (("b", "y"), 1)]),
+        ((0.1, 1, 10), [(("a", "x"), v) for v in (0, 0.1, 0.10001, 1, 5, 10, 11, 1e9)]),
+        ((256, 1024), [(("b", "y"), 256), (("a", "x"), 1023), (("b", "y"), 2000)]),
+    ],
+    ids=["counter", "histogram-on-and-past-bounds", "two-series"],
+)
+def test_labelled_series_expose_what_prometheus_client_does(buckets, observations) -> None:
+    from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+    ours, theirs = CollectorRegistry(), CollectorRegistry()
+    series = LabelledSeries("m", "help", ["k", "v"], buckets=buckets, registry=ours)
+    if buckets is None:
+        counter = Counter("m", "help", ["k", "v"], registry=theirs)
+        for labels, amount in observations:
+            series.inc(labels, amount)
+            counter.labels(*labels).inc(amount)
+    else:
+        histogram = Histogram("m", "help", ["k", "v"], buckets=buckets, registry=theirs)
+        for labels, value in observations:
+            series.observe(value, labels)
+            histogram.labels(*labels).observe(value)
+    mine, reference = generate_latest(ours).decode(), generate_latest(theirs).decode()
+    assert without_created(mine) == without_created(reference)
+    assert mine.count("_created{") == reference.count("_created{") > 0
+
+
+def test_an_unlabelled_series_shows_before_its_first_observation() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry()
+    LabelledSeries("w", "help", buckets=(1, 2), registry=registry)
+    assert 'w_bucket{le="+Inf"} 0.0' in generate_latest(registry).decode()
 
 
 def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
