@@ -61,6 +61,8 @@ _PORT_RE = re.compile(r"[0-9]*\Z")
 _OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _DOTTED_QUAD_RE = re.compile(rf"{_OCTET}\.{_OCTET}\.{_OCTET}\.{_OCTET}\Z")
 _MAX_PORT = 65535
+# The last character of any host `looks_numeric_host` accepts (digits, hex, 0x, a dot).
+_NUMERIC_TAIL = frozenset("0123456789abcdefABCDEFxX.")
 # yarl 1.25's splitter indexes an empty string for an authority with brackets that ends in '@'
 # (`http://[x]@`); that is refused like any other unparsable URL, never a crash.
 _YARL_CRASHED = "the URL does not parse: misplaced '[', ']' or '@' in the authority"
@@ -162,7 +164,8 @@ def _checked_text(raw: object) -> tuple[str, str]:
         raise InvalidURLError("the URL is empty")
     if len(text) > MAX_URL_LENGTH:
         raise InvalidURLError(f"the URL is longer than {MAX_URL_LENGTH} characters")
-    if _CONTROL_RE.search(text):
+    # For ASCII text, "printable" is exactly "no control character"; the regex is for the rest.
+    if not (text.isascii() and text.isprintable()) and _CONTROL_RE.search(text):
         raise InvalidURLError("the URL contains control characters")
     if text.startswith("https://"):  # the usual spellings, without the regex
         scheme, end = "https", 6
@@ -240,7 +243,7 @@ def parse_host(text: str, *, bracketed: bool = False) -> tuple[str, IPAddress | 
     if quad is not None:
         a, b, c, d = quad.groups()
         return name, ipaddress.IPv4Address(int(a) << 24 | int(b) << 16 | int(c) << 8 | int(d))
-    if looks_numeric_host(name):
+    if name[-1:] in _NUMERIC_TAIL and looks_numeric_host(name):
         ip4 = parse_ipv4_literal(name)
         if ip4 is None:
             raise InvalidURLError(f"{text!r} looks like an IPv4 address but is not a valid one")

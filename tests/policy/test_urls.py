@@ -21,6 +21,7 @@ from gateway.policy.urls import (
     InvalidURLError,
     Target,
     UnsupportedSchemeError,
+    parse_host,
     parse_url,
     resolve_reference,
 )
@@ -498,3 +499,48 @@ def test_parse_url_same_as_reference_on_generated_urls(raw: str) -> None:
 def test_parse_url_same_as_reference_on_any_text_after_a_scheme(tail: str) -> None:
     _assert_same_as_reference("http://" + tail)
     _assert_same_as_reference("https://example.com/" + tail)
+
+
+def _host_or_error(
+    parse: Callable[[str], tuple[str, IPAddress | None]], text: str
+) -> tuple[object, ...]:
+    try:
+        return ("host", *parse(text))
+    except InvalidURLError as exc:
+        return ("error", str(exc))
+
+
+HOST_EDGES = [
+    "example.com",
+    "1.2.3.4",
+    "1.2.3.4.",
+    "1.2.3.4..",
+    "01.2.3.4",
+    "1.2.3.256",
+    "255.255.255.255",
+    "0.0.0.0",
+    "0x7f.1",
+    "0x",
+    "a.0x10",
+    "a.de",
+    "cafe",
+    "beef.",
+    "x.",
+    ".",
+    "..",
+    "",
+    "::1",
+    "\u0661.\u0662.\u0663.\u0664",
+    "1.2.3.4:80",
+]
+
+
+@pytest.mark.parametrize("text", HOST_EDGES)
+def test_parse_host_same_as_reference_on_edges(text: str) -> None:
+    assert _host_or_error(parse_host, text) == _host_or_error(_reference_parse_host, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_HOSTS, _ipv4_spellings().map(lambda h: h + "."), st.text(max_size=20)))
+def test_parse_host_same_as_reference(text: str) -> None:
+    assert _host_or_error(parse_host, text) == _host_or_error(_reference_parse_host, text)
