@@ -35,7 +35,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Children, free_port, median, percentile, rotated, wait_for_port  # noqa: E402
-from fetch import tree_cpu_seconds  # noqa: E402
+
+try:  # common.py is taking these over from fetch.py
+    from common import frame_name, py_spy_binary, tree_cpu_seconds  # noqa: E402
+except ImportError:
+    from fetch import frame_name, py_spy_binary, tree_cpu_seconds  # noqa: E402
 
 HOST = "bench.example.com"
 PAGE = 100 * 1024
@@ -714,8 +718,6 @@ def profile(load: Load, target: Target, nginx_port: int, args: Any, folder: Path
     """Sample a gateway with py-spy (`--gil`: where the interpreter's time goes) under c=64
     absolute-form load, then under CONNECT load; print gateway functions by inclusive share
     and all functions by own share."""
-    from fetch import frame_name, py_spy_binary
-
     spy_binary = py_spy_binary(folder)
     for kind in ("http", "tunnel"):
         out = folder / f"profile-{target.name}-{kind}.txt"
