@@ -23,6 +23,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,6 +223,72 @@ def start_gateway(children: Children, config: Path, *, log: Path) -> subprocess.
         cwd=config.parent,
         env=dict(os.environ, PYTHONPATH=str(REPO)),
     )
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """User + system CPU of `root` and its descendants, from /proc."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0.0)
+        todo.extend(child for child, parent in parents.items() if parent == pid)
+    return total
+
+
+def py_spy_binary(folder: Path) -> str:
+    found = shutil.which("py-spy")
+    if found:
+        return found
+    target = folder / "py-spy"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--target", str(target), "py-spy"],
+        check=True,
+    )
+    return str(target / "bin" / "py-spy")
+
+
+def frame_name(frame: str) -> str:
+    """`func (path/to/file.py:123)` -> `func (short/file.py)`, so lines of one function merge."""
+    name, _, where = frame.partition(" (")
+    path = where.rstrip(")").rsplit(":", 1)[0]
+    for marker in ("site-packages/", "/gateway/", "/lib/python3"):
+        if marker in path:
+            path = path[path.index(marker) + (1 if marker.startswith("/") else 0) :]
+            break
+    return f"{name} ({path})"
+
+
+def profile_counts(raw: Path) -> tuple[Counter[str], Counter[str], int]:
+    """From py-spy's raw output: samples by function including callees, samples by the
+    function on top of the stack, and the total."""
+    inclusive: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        total += count
+        frames = [frame_name(f) for f in stack.split(";")]
+        for name in set(frames):
+            inclusive[name] += count
+        own[frames[-1]] += count
+    return inclusive, own, total
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,30 +31,33 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
 import urllib.request
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+# bench/proxy.py takes frame_name, py_spy_binary and tree_cpu_seconds from here (for now).
 from common import (
     Children,
     LoadGenerator,
     LoadResult,
+    frame_name,  # noqa: F401
     free_port,
     median,
     nginx_config,
+    profile_counts,
+    py_spy_binary,
     rotated,
     run_load,
     start_gateway,
     start_nginx,
+    tree_cpu_seconds,
     wait_for_ports,
     write_gateway_config,
     write_page_policy,
@@ -229,30 +232,6 @@ def check_targets(targets: list[Target], page: bytes) -> list[str]:
     return notes
 
 
-def tree_cpu_seconds(root: int) -> float:
-    """User + system CPU of `root` and its descendants, from /proc."""
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
-    ticks = os.sysconf("SC_CLK_TCK")
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        parents[int(entry)] = int(fields[1])
-        times[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        total += times.get(pid, 0.0)
-        todo.extend(child for child, parent in parents.items() if parent == pid)
-    return total
-
-
 @dataclass(frozen=True, slots=True)
 class Cell:
     result: LoadResult
@@ -285,18 +264,6 @@ def measure(load: LoadGenerator, target: Target, concurrency: int, requests: int
     return Cell(result, tree_cpu_seconds(target.pid) - cpu_before[0])
 
 
-def py_spy_binary(folder: Path) -> str:
-    found = shutil.which("py-spy")
-    if found:
-        return found
-    target = folder / "py-spy"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--target", str(target), "py-spy"],
-        check=True,
-    )
-    return str(target / "bin" / "py-spy")
-
-
 def profile(py_spy: str, target: Target, concurrency: int, requests: int, out: Path) -> None:
     """Sample the gateway under load and print where its active threads spend their time."""
     spy = subprocess.Popen(
@@ -311,19 +278,7 @@ def profile(py_spy: str, target: Target, concurrency: int, requests: int, out: P
     if not out.exists():
         print(f"py-spy wrote nothing: {err.decode(errors='replace')[-500:]}")
         return
-    inclusive: Counter[str] = Counter()
-    own: Counter[str] = Counter()
-    total = 0
-    for line in out.read_text().splitlines():
-        stack, _, count_text = line.rpartition(" ")
-        if not stack or not count_text.isdigit():
-            continue
-        count = int(count_text)
-        total += count
-        frames = [frame_name(f) for f in stack.split(";")]
-        for name in set(frames):
-            inclusive[name] += count
-        own[frames[-1]] += count
+    inclusive, own, total = profile_counts(out)
     print(f"\nprofile of gateway, {target.name}, c={concurrency}: {total} samples (active threads)")
     print("  inclusive (gateway code):")
     gateway = [(n, c) for n, c in inclusive.most_common() if "gateway/" in n]
@@ -332,17 +287,6 @@ def profile(py_spy: str, target: Target, concurrency: int, requests: int, out: P
     print("  self (any code):")
     for name, count in own.most_common(15):
         print(f"    {100 * count / total:5.1f}%  {name}")
-
-
-def frame_name(frame: str) -> str:
-    """`func (path/to/file.py:123)` -> `func (short/file.py)`, so lines of one function merge."""
-    name, _, where = frame.partition(" (")
-    path = where.rstrip(")").rsplit(":", 1)[0]
-    for marker in ("site-packages/", "/gateway/", "/lib/python3"):
-        if marker in path:
-            path = path[path.index(marker) + (1 if marker.startswith("/") else 0) :]
-            break
-    return f"{name} ({path})"
 
 
 def main() -> None:
