@@ -129,6 +129,9 @@ _ROLE_TOKEN = re.compile(
     r"|SYSTEM[_ -]?REMINDER)(?:\s[^<>\n]{0,256})?/?>"
 )
 
+_BRACKET_UNIT = re.compile(r"[<>\[\]]")
+_DROP_SEPARATORS = str.maketrans(dict.fromkeys(_SEPARATORS))
+
 _NONCE = re.compile(r"[0-9a-f]{24,}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _BEGIN_LINE = re.compile(
@@ -629,15 +632,17 @@ def _char_class(ranges: Sequence[tuple[int, int]]) -> str:
     )
 
 
-_FOLD_CACHE: dict[str, str] = {}
+# Code point -> fold, in the form str.translate reads; bounded, so text cannot grow it.
+_FOLD_TABLE: dict[int, str] = {}
+_FOLD_TABLE_MAX = 65536
 
 
 def _fold_char(char: str) -> str:
-    folded = _FOLD_CACHE.get(char)
+    folded = _FOLD_TABLE.get(ord(char))
     if folded is None:
         folded = _fold_uncached(char)
-        if len(_FOLD_CACHE) < 65536:
-            _FOLD_CACHE[char] = folded
+        if len(_FOLD_TABLE) < _FOLD_TABLE_MAX:
+            _FOLD_TABLE[ord(char)] = folded
     return folded
 
 
@@ -658,15 +663,17 @@ class _FoldedLine:
 def _fold_line(line: str) -> _FoldedLine:
     if line.isascii():
         light = line.upper()
+    elif all(_fold_char(char) for char in set(line)) and len(_FOLD_TABLE) < _FOLD_TABLE_MAX:
+        # Every character of the line now has its fold in the table (none is empty).
+        light = line.translate(_FOLD_TABLE)
     else:
-        folds = list(map(_fold_char, line))
-        light = "".join(folds)
+        light = "".join(map(_fold_char, line))
     if len(light) == len(line):
         # No fold is empty, so equal lengths mean one folded character per original one.
         starts: Sequence[int] = range(len(line))
         ends: Sequence[int] = range(1, len(line) + 1)
     else:
-        starts = [index for index, fold in enumerate(folds) for _ in fold]
+        starts = [index for index, char in enumerate(line) for _ in _fold_char(char)]
         ends = [start + 1 for start in starts]
     if "&" not in light:
         return _FoldedLine(light, starts, ends)
@@ -706,14 +713,16 @@ def _neutralise_line(line: str) -> tuple[str, int]:
 
     for match in _ROLE_TOKEN.finditer(light):
         count += 1
-        for unit in range(match.start(), match.end()):
-            neutral_bracket(unit)
+        for bracket in _BRACKET_UNIT.finditer(light, match.start(), match.end()):
+            neutral_bracket(bracket.start())
 
-    # The tight fold: the light fold without separators, each char pointing at its light unit.
-    kept = [unit for unit, char in enumerate(light) if char not in _SEPARATORS]
-    tight = "".join(light[unit] for unit in kept)
+    # The tight fold: the light fold without separators.
+    tight = light.translate(_DROP_SEPARATORS)
     position = tight.find(MARKER_WORD)
     if position >= 0:
+        kept = [
+            unit for unit, char in enumerate(light) if char not in _SEPARATORS
+        ]  # tight -> light
         while position >= 0:
             count += 1
             start = position
