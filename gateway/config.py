@@ -1,6 +1,6 @@
 """The gateway configuration (CONTRACT 4): immutable values with the contract's defaults.
 
-`gateway/configload.py` reads the YAML file into these, as strictly as a policy file; this
+`gateway/configload/` reads the YAML file into these, as strictly as a policy file; this
 module only describes the shape, so every layer can depend on it without loading YAML.
 """
 
