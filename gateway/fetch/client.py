@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import math
 import ssl
 import time
 from collections.abc import AsyncIterator, Collection, Mapping
@@ -104,7 +105,7 @@ class FetchOptions:
     follow_redirects: bool = True
     check_content_type: bool = True
     total_timeout: float | None = None  # default: the policy's timeouts.total
-    read_timeout: float | None = None
+    read_timeout: float | None = None  # math.inf: none per read (the caller watches for stalls)
     connect_timeout: float | None = None
 
 
@@ -334,7 +335,8 @@ class Fetcher:
         if timeout is None:
             if len(self._timeouts) >= 64:  # a few policies' values; never grows without bound
                 self._timeouts.clear()
-            timeout = aiohttp.ClientTimeout(total=None, connect=connect, sock_read=read)
+            sock_read = None if read == math.inf else read
+            timeout = aiohttp.ClientTimeout(total=None, connect=connect, sock_read=sock_read)
             self._timeouts[(connect, read)] = timeout
         return timeout
 

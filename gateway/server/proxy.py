@@ -19,6 +19,7 @@ import functools
 import hmac
 import ipaddress
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,7 @@ from gateway.errors import (
     RequestTooLargeError,
     UnauthorizedError,
     UnavailableError,
+    UpstreamTimeoutError,
 )
 from gateway.fetch.client import FetchOptions, FetchTrace, translate_error
 from gateway.fetch.tunnel import open_tunnel
@@ -692,6 +694,38 @@ class ForwardProxy:
         }
 
 
+class IdleWatch:
+    """Cancels the running task once nothing has come from the upstream for `idle` seconds.
+    Activity only stamps `last`; the one timer re-arms itself when it fires early, where a
+    per-read timeout would make a new timer for every chunk."""
+
+    __slots__ = ("loop", "idle", "task", "last", "timer", "fired", "streaming")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, idle: float) -> None:
+        self.loop = loop
+        self.idle = idle
+        self.task = asyncio.current_task()
+        self.last = loop.time()
+        self.fired = False
+        self.streaming = False  # the response head went out
+        self.timer = loop.call_at(self.last + idle, self._check)
+
+    def touch(self) -> None:
+        self.last = self.loop.time()
+
+    def _check(self) -> None:
+        due = self.last + self.idle
+        if self.loop.time() < due:
+            self.timer = self.loop.call_at(due, self._check)
+            return
+        if self.task is not None and not self.task.done():
+            self.fired = True
+            self.task.cancel()
+
+    def stop(self) -> None:
+        self.timer.cancel()
+
+
 class Exchange:
     """One request on the proxy port, from its head to its audit record and answer."""
 
@@ -883,15 +917,45 @@ class Exchange:
             body=body,
             follow_redirects=False,
             check_content_type=False,
-            read_timeout=proxy.proxy_config.tunnel_idle_timeout,
+            read_timeout=math.inf,  # the IdleWatch below instead of a timer per read
         )
         trace = FetchTrace(requested=target, current=target)
+        watch = IdleWatch(proxy.loop, proxy.proxy_config.tunnel_idle_timeout)
+        try:
+            return await self._relay(policy, decision, target, options, trace, watch)
+        except asyncio.CancelledError:
+            if not watch.fired:
+                raise
+            if watch.task is not None:
+                watch.task.uncancel()  # this cancellation was the watch's, and ends here
+            if watch.streaming:  # the head is out: the response can only be cut short
+                if conn.transport is not None:
+                    conn.transport.abort()
+                return False
+            return self.gateway_error(
+                UpstreamTimeoutError("the upstream stopped sending (proxy.tunnel_idle_timeout)"),
+                keep_alive=True,
+            )
+        finally:
+            watch.stop()
+
+    async def _relay(
+        self,
+        policy: Policy,
+        decision: Decision,
+        target: Target,
+        options: FetchOptions,
+        trace: FetchTrace,
+        watch: IdleWatch,
+    ) -> bool:
+        head, conn, proxy = self.head, self.conn, self.proxy
         try:
             response = await proxy.services.fetcher.send(policy, trace, options)
         except PolicyDeniedError as exc:
             return self.deny(exc.decision, target)
         except GatewayError as exc:
             return self.gateway_error(exc, keep_alive=True)
+        watch.touch()
         try:
             conn.last_destination = (policy, target, trace.ip)
             out, keep_alive, chunked, length = _response_head(
@@ -907,8 +971,9 @@ class Exchange:
                 proxy.audit(record)
             except AuditWriteError as exc:
                 return self.reply(503, "unavailable", None, exc.message, False)
+            watch.streaming = True
             if _has_body(head.method, response.status):
-                await self._stream(response, chunked, length, out)
+                await self._stream(response, chunked, length, out, watch)
             else:
                 conn.write(out)
             return keep_alive
@@ -921,25 +986,28 @@ class Exchange:
         finally:
             response.release()
 
-    async def _stream(self, response: Any, chunked: bool, length: int | None, head: bytes) -> None:
+    async def _stream(
+        self, response: Any, chunked: bool, length: int | None, head: bytes, watch: IdleWatch
+    ) -> None:
         """The body, streamed; the head goes out with the first piece (one send, not two)."""
         conn = self.conn
         max_duration = self.proxy.proxy_config.tunnel_max_duration
         if max_duration is None:
-            sent = await self._pieces(response.content, chunked, head)
+            sent = await self._pieces(response.content, chunked, head, watch)
         else:
             async with asyncio.timeout(max_duration):
-                sent = await self._pieces(response.content, chunked, head)
+                sent = await self._pieces(response.content, chunked, head, watch)
         if chunked:
             conn.write(b"0\r\n\r\n")
         elif length is not None and sent != length and conn.transport is not None:
             conn.transport.abort()
 
-    async def _pieces(self, content: Any, chunked: bool, head: bytes) -> int:
+    async def _pieces(self, content: Any, chunked: bool, head: bytes, watch: IdleWatch) -> int:
         conn = self.conn
         sent = 0
         pending: bytes | None = head
         async for piece in content.iter_any():
+            watch.last = watch.loop.time()
             sent += len(piece)
             data = b"%x\r\n%b\r\n" % (len(piece), piece) if chunked else piece
             if pending is not None:

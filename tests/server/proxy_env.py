@@ -93,6 +93,23 @@ def make_upstream_app() -> web.Application:
         await response.write_eof()
         return response
 
+    @routes.get("/stall-head")
+    async def stall_head(request: web.Request) -> web.Response:
+        await asyncio.sleep(float(request.query.get("for", "3")))
+        return web.Response(text="too late")
+
+    @routes.get("/trickle")
+    async def trickle(request: web.Request) -> web.StreamResponse:
+        # ?pieces=N&every=S; with ?stall=S it then sends nothing for S seconds
+        response = web.StreamResponse(headers={"Content-Length": "1000"})
+        await response.prepare(request)
+        for _ in range(int(request.query.get("pieces", "5"))):
+            await response.write(b"t" * 100)
+            await asyncio.sleep(float(request.query.get("every", "0.2")))
+        await asyncio.sleep(float(request.query.get("stall", "0")))
+        await response.write(b"t" * (1000 - 100 * int(request.query.get("pieces", "5"))))
+        return response
+
     @routes.get("/image")
     async def image(request: web.Request) -> web.Response:
         return web.Response(body=b"\x89PNG" + b"\0" * 64, content_type="image/png")

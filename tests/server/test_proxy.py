@@ -11,7 +11,7 @@ import aiohttp
 import orjson
 import pytest
 
-from gateway.config import ClientLimits, ServerConfig
+from gateway.config import ClientLimits, ProxyConfig, ServerConfig
 from tests.server.proxy_env import BIG, curl, parse_head, raw_exchange, start_env
 
 
@@ -277,3 +277,37 @@ async def test_repeated_headers_are_joined_and_no_coding_is_added(env, sent, ups
         echoed.setdefault(name.lower(), []).append(value)
     for name, value in upstream_sees.items():
         assert echoed[name] == [value], echoed
+
+
+@pytest.mark.parametrize(
+    ("path", "outcome"),
+    [
+        ("/stall-head?for=3", "504"),
+        ("/trickle?pieces=2&every=0.05&stall=3", "cut"),
+        ("/trickle?pieces=6&every=0.2", "complete"),  # busy longer than the idle timeout
+    ],
+    ids=["no-head", "body-stops", "slow-but-steady"],
+)
+async def test_an_upstream_that_stops_sending_is_timed_out(
+    tmp_path, make_config, path, outcome
+) -> None:
+    env = await start_env(tmp_path, make_config, proxy=ProxyConfig(tunnel_idle_timeout=0.5))
+    try:
+        started = time.monotonic()
+        raw = await raw_exchange(
+            env.port, get_request(env, path, "Connection: close\r\n"), read_timeout=10
+        )
+        took = time.monotonic() - started
+        status, headers, body = parse_head(raw)
+        if outcome == "504":
+            assert status == 504 and headers["x-gateway-reason"] == "upstream_timeout"
+            [record] = env.records("proxy_http")
+            assert record["error"]["code"] == "upstream_timeout"
+            assert 0.4 < took < 3
+        elif outcome == "cut":
+            assert status == 200 and len(body) == 200  # the head, then an abort mid-body
+            assert 0.4 < took < 3
+        else:
+            assert status == 200 and body == b"t" * 1000
+    finally:
+        await env.close()
