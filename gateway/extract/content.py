@@ -140,8 +140,12 @@ def strip_boilerplate(
     verdicts: dict[str, tuple[bool, bool, bool]] = {}
     doomed: list[etree._Element] = []
     small_widgets: list[etree._Element] = []
-    for count, el in enumerate(body.iter(etree.Element)):
-        check_every(deadline, count)
+    # What is inside a doomed element goes with it: its subtree needs no reading (often half
+    # of a page: headers, menus, comments, related stories).
+    walk = etree.iterwalk(body, events=("start",))
+    for count, (_, el) in enumerate(walk):
+        if not count & 1023:
+            check_every(deadline, count)
         # most elements have no attributes; asking for their names once is cheaper than
         # looking up each attribute
         keys = el.keys()
@@ -150,16 +154,16 @@ def strip_boilerplate(
         tag = el.tag
         if tag == "body":
             continue
-        if ("hidden" in keys or "aria-hidden" in keys or "style" in keys) and _is_hidden(el):
-            doomed.append(el)
-            continue
-        if "role" in keys and (el.get("role") or "").strip().lower() in _UNLIKELY_ROLES:
-            doomed.append(el)
-            continue
-        if ("rel" in keys or "itemprop" in keys) and (
-            el.get("rel") == "author" or "author" in (el.get("itemprop") or "")
+        if (
+            (("hidden" in keys or "aria-hidden" in keys or "style" in keys) and _is_hidden(el))
+            or ("role" in keys and (el.get("role") or "").strip().lower() in _UNLIKELY_ROLES)
+            or (
+                ("rel" in keys or "itemprop" in keys)
+                and (el.get("rel") == "author" or "author" in (el.get("itemprop") or ""))
+            )
         ):
             doomed.append(el)
+            walk.skip_subtree()
             continue
         if "class" not in keys and "id" not in keys:
             continue
@@ -183,6 +187,7 @@ def strip_boilerplate(
             attempt.strip_unlikely and unlikely and tag not in ("a", "table", "td", "tr", "tbody")
         ):
             doomed.append(el)
+            walk.skip_subtree()
     for el in doomed:
         remove(el)
     # A wrapper whose class merely mentions "share" or "author" keeps its content. Innermost
