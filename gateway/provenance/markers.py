@@ -663,11 +663,13 @@ class _FoldedLine:
 def _fold_line(line: str) -> _FoldedLine:
     if line.isascii():
         light = line.upper()
-    elif all(_fold_char(char) for char in set(line)) and len(_FOLD_TABLE) < _FOLD_TABLE_MAX:
-        # Every character of the line now has its fold in the table (none is empty).
-        light = line.translate(_FOLD_TABLE)
     else:
-        light = "".join(map(_fold_char, line))
+        for code in set(map(ord, line)).difference(_FOLD_TABLE):
+            _fold_char(chr(code))
+        if len(_FOLD_TABLE) < _FOLD_TABLE_MAX:
+            light = line.translate(_FOLD_TABLE)  # every character of the line is in the table
+        else:
+            light = "".join(map(_fold_char, line))
     if len(light) == len(line):
         # No fold is empty, so equal lengths mean one folded character per original one.
         starts: Sequence[int] = range(len(line))
@@ -760,7 +762,7 @@ def _mark_separator(
     for index in range(first, last):
         char_fold = _fold_char(line[index])
         # A separator is a whole original character that folds to separators only.
-        if char_fold and all(c in _SEPARATORS for c in char_fold) and index not in replace:
+        if char_fold and not char_fold.translate(_DROP_SEPARATORS) and index not in replace:
             replace[index] = (index + 1, _SEPARATOR_NEUTRAL)
             return
     insert.add(folded.ends[kept[start + len(first_word) - 1]])
