@@ -7,6 +7,7 @@ either the old state or the new one, and a file that fails validation changes no
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import os
@@ -21,7 +22,7 @@ from gateway import __version__
 from gateway.audit.log import AuditLog
 from gateway.config import ClientLimits, GatewayConfig
 from gateway.errors import UnauthorizedError
-from gateway.fetch.client import Fetcher
+from gateway.fetch.client import Fetcher, pool_key
 from gateway.fetch.provider import FetcherProviderTransport, ProviderEndpoint
 from gateway.fetch.resolver import parse_static_hosts
 from gateway.limits import InMemoryLimiter, Limiter
@@ -226,6 +227,7 @@ class Services:
         # Called with (old, new) after a reload swapped the state (the proxy closes tunnels
         # of removed clients or now-denied destinations).
         self.on_reload: list[Callable[[PolicyState, PolicyState], None]] = []
+        self.on_reload.append(self._retire_dropped_pools)
         # Called first when the services close (the proxy ends what is still open).
         self.on_close: list[Callable[[], Awaitable[None]]] = []
         # Per-client request and concurrency limits; a shared store may replace it.
@@ -270,6 +272,27 @@ class Services:
     @property
     def uptime_s(self) -> float:
         return time.monotonic() - self.started_monotonic
+
+    def _retire_dropped_pools(self, old: PolicyState, new: PolicyState) -> None:
+        """Outbound pools of policies a reload dropped close after `server.shutdown_grace`,
+        so requests in flight finish under the policy they started with; a policy back in
+        force by then keeps its pool."""
+        kept = _pooled_policies(new)
+        dropped = [p for key, p in _pooled_policies(old).items() if key not in kept]
+        if not dropped:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # pools live on a running loop: without one there are none
+
+        def retire() -> None:
+            in_force = _pooled_policies(self.state)
+            for policy in dropped:
+                if pool_key(policy) not in in_force:
+                    self.fetcher.retire(policy)
+
+        loop.call_later(self.config.server.shutdown_grace, retire)
 
     def reload_failed(self, problem: str) -> None:
         """A configuration file that did not load: keep everything, report it."""
@@ -319,6 +342,11 @@ class Services:
         self.audit.rotate_key(new)
         self.signer.adopt(new)
         self.retired_keys = (*self.retired_keys, old_public)
+
+
+def _pooled_policies(state: PolicyState) -> dict[tuple[str, str, str], Policy]:
+    policies = (state.default_policy, *(c.policy for c in state.clients))
+    return {pool_key(policy): policy for policy in policies}
 
 
 def _reload_record(

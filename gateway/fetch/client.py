@@ -109,6 +109,11 @@ class FetchOptions:
     connect_timeout: float | None = None
 
 
+def pool_key(policy: Policy) -> tuple[str, str, str]:
+    """What names a policy's connection pool: one per policy file and content."""
+    return (policy.name, policy.sha256, policy.source)
+
+
 class Fetcher:
     def __init__(
         self,
@@ -132,6 +137,7 @@ class Fetcher:
             {"User-Agent": self.user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
         )
         self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}
+        self._closing: set[asyncio.Task[None]] = set()
 
     async def set_own_addresses(self, own: Collection[tuple[IPNetwork, int]]) -> None:
         """Called once the server has bound its ports; new pools apply the new set."""
@@ -147,7 +153,7 @@ class Fetcher:
         return self._own
 
     def _session(self, policy: Policy) -> aiohttp.ClientSession:
-        key = (policy.name, policy.sha256, policy.source)
+        key = pool_key(policy)
         session = self._sessions.get(key)
         if session is None or session.closed:
             resolver = PolicyResolver(
@@ -177,15 +183,21 @@ class Fetcher:
         return session
 
     def retire(self, policy: Policy) -> None:
-        """Forget a policy's pool (after a reload); connections close once idle."""
-        session = self._sessions.pop((policy.name, policy.sha256, policy.source), None)
+        """Close a policy's pool, idle and busy connections alike (a reload dropped the
+        policy; the caller waited for requests in flight). A later request under the same
+        policy would open a new pool."""
+        session = self._sessions.pop(pool_key(policy), None)
         if session is not None:
-            asyncio.get_running_loop().create_task(session.close())
+            task = asyncio.get_running_loop().create_task(session.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     async def close(self) -> None:
         sessions, self._sessions = list(self._sessions.values()), {}
         for session in sessions:
             await session.close()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
     async def fetch(
         self, policy: Policy, target: Target, options: FetchOptions | None = None
@@ -305,7 +317,7 @@ class Fetcher:
         if options.headers:
             headers = headers.copy()
             headers.update(options.headers)
-        session = self._sessions.get((policy.name, policy.sha256, policy.source))
+        session = self._sessions.get(pool_key(policy))
         if session is None or session.closed:
             session = self._session(policy)
         try:

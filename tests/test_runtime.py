@@ -1,0 +1,54 @@
+"""The composition root's own duties: after a reload, the outbound pools of policies the
+reload dropped close once requests in flight have had `server.shutdown_grace`."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.config import ServerConfig
+from gateway.fetch.client import FetchOptions, pool_key
+from gateway.policy.engine import decide_url
+from gateway.runtime import Services
+from tests.conftest import loopback_policy
+
+GRACE = 0.3
+
+
+@pytest.mark.parametrize(
+    ("versions", "first_pool_closed"),
+    [
+        (("# changed\n",), True),
+        (("",), False),  # the same content: the same pool goes on
+        (("# changed\n", ""), False),  # back in force before the grace ended
+    ],
+    ids=["dropped", "unchanged", "restored"],
+)
+async def test_a_dropped_policys_pool_closes_after_the_grace(
+    upstream, write_policy, make_config, versions, first_pool_closed
+) -> None:
+    text = loopback_policy(upstream.port)
+    path = write_policy(text)
+    services = Services(make_config(path, server=ServerConfig(shutdown_grace=GRACE)))
+    services.open()
+    try:
+        first = services.state.default_policy
+        decision, target = decide_url(first, f"http://site.example.com:{upstream.port}/page")
+        assert decision.allowed and target is not None
+        await services.fetcher.fetch(first, target, FetchOptions())
+        pool = services.fetcher._sessions[pool_key(first)]
+        for extra in versions:
+            write_policy(text + extra)
+            assert services.reload()
+        assert not pool.closed  # requests in flight may still use it
+        await asyncio.sleep(GRACE * 3)
+        assert pool.closed is first_pool_closed
+        assert (pool_key(first) in services.fetcher._sessions) is not first_pool_closed
+        current = services.state.default_policy
+        _, target = decide_url(current, f"http://site.example.com:{upstream.port}/page")
+        assert target is not None
+        result = await services.fetcher.fetch(current, target, FetchOptions())
+        assert result.status == 200  # the policy in force fetches on, in its own pool
+    finally:
+        await services.close()
