@@ -583,20 +583,23 @@ def _filter_replacement(char: str) -> bytes:
 
 def _candidate_lines(folded: bytes) -> list[int]:
     """The numbers of the lines in which the filter fold has a marker word or a token start."""
-    positions = [match.start() for match in _TOKEN_START.finditer(folded)]
-    found = folded.find(_MARKER_BYTES)
-    while found >= 0:
-        positions.append(found)
-        found = folded.find(_MARKER_BYTES, found + len(_MARKER_BYTES))
-    positions.sort()
     lines: list[int] = []
-    line = 0
-    previous = 0
-    for position in positions:
-        line += folded.count(b"\n", previous, position)
-        previous = position
-        if not lines or lines[-1] != line:
-            lines.append(line)
+    line = 0  # the number of the line holding folded[counted]
+    counted = 0
+    marker = folded.find(_MARKER_BYTES)
+    token = _TOKEN_START.search(folded)
+    while marker >= 0 or token is not None:
+        position = marker if token is None or 0 <= marker < token.start() else token.start()
+        line += folded.count(b"\n", counted, position)
+        lines.append(line)
+        # One hit is enough for a line: go on from its end, each search from where it stands.
+        counted = folded.find(b"\n", position)
+        if counted < 0:
+            break
+        if 0 <= marker < counted:
+            marker = folded.find(_MARKER_BYTES, counted)
+        if token is not None and token.start() < counted:
+            token = _TOKEN_START.search(folded, counted)
     return lines
 
 

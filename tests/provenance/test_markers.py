@@ -872,3 +872,16 @@ def test_a_full_fold_table_folds_the_same(line: str, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(markers, "_FOLD_TABLE_MAX", 0)
     assert (markers._fold_line(line), sanitize(line)) == expected
     assert markers._FOLD_TABLE == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "lines"),
+    [
+        pytest.param("<|a|> untrustedwebcontent [inst]\nx\n<|b|>", [0, 2], id="hits-on-one-line"),
+        pytest.param("untrusted web content\n\n\n", [0], id="trailing-breaks"),
+        pytest.param("\n" * 5 + "[/INST]" + "\n" * 5 + "<end_of_turn>", [5, 10], id="far"),
+        pytest.param("<sys\nuntrustedweb\ncontent", [0], id="no-marker-across-lines"),
+    ],
+)
+def test_the_filter_names_each_line_once(text: str, lines: list[int]) -> None:
+    assert _candidates(text) == lines
