@@ -32,6 +32,7 @@ is `allowed` with `enforced: False` and keeps the reason and rule that would hav
 from __future__ import annotations
 
 import fnmatch
+import functools
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -140,8 +141,23 @@ class Decision:
         return out
 
 
+# Decisions are immutable and a policy gives out few distinct ones, so the common ones (no
+# per-request detail) are made once: building a frozen dataclass costs more than the lookup.
+@functools.lru_cache(maxsize=4096, typed=True)
+def _shared_decision(
+    allowed: bool,
+    reason: Reason | None,
+    rule: str,
+    policy_name: str,
+    policy_sha256: str,
+    enforced: bool,
+    message: str | None,
+) -> Decision:
+    return Decision(allowed, reason, rule, policy_name, policy_sha256, enforced, message)
+
+
 def _allow(policy: Policy, rule: str) -> Decision:
-    return Decision(True, None, rule, policy.name, policy.sha256)
+    return _shared_decision(True, None, rule, policy.name, policy.sha256, True, None)
 
 
 def _deny(
@@ -153,6 +169,10 @@ def _deny(
     detail: str | None = None,
 ) -> Decision:
     relaxed = policy.mode is Mode.REPORT and reason in RELAXED_IN_REPORT_MODE
+    if detail is None:
+        return _shared_decision(
+            relaxed, reason, rule, policy.name, policy.sha256, not relaxed, message
+        )
     return Decision(relaxed, reason, rule, policy.name, policy.sha256, not relaxed, message, detail)
 
 

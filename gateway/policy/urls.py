@@ -239,15 +239,17 @@ def parse_host(text: str, *, bracketed: bool = False) -> tuple[str, IPAddress | 
             raise InvalidURLError(f"{text!r} is not a valid IPv6 address") from None
         return ip6.compressed, ip6
     name = text[:-1] if text.endswith(".") else text
-    quad = _DOTTED_QUAD_RE.match(name)
-    if quad is not None:
-        a, b, c, d = quad.groups()
-        return name, ipaddress.IPv4Address(int(a) << 24 | int(b) << 16 | int(c) << 8 | int(d))
-    if name[-1:] in _NUMERIC_TAIL and looks_numeric_host(name):
-        ip4 = parse_ipv4_literal(name)
-        if ip4 is None:
-            raise InvalidURLError(f"{text!r} looks like an IPv4 address but is not a valid one")
-        return str(ip4), ip4
+    # Most names end in a letter no number can end in: straight to name normalisation.
+    if name[-1:] in _NUMERIC_TAIL:
+        quad = _DOTTED_QUAD_RE.match(name)
+        if quad is not None:
+            a, b, c, d = quad.groups()
+            return name, ipaddress.IPv4Address(int(a) << 24 | int(b) << 16 | int(c) << 8 | int(d))
+        if looks_numeric_host(name):
+            ip4 = parse_ipv4_literal(name)
+            if ip4 is None:
+                raise InvalidURLError(f"{text!r} looks like an IPv4 address but is not a valid one")
+            return str(ip4), ip4
     try:
         return normalize_name(text), None
     except HostError as exc:
