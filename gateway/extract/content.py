@@ -265,7 +265,13 @@ def _paragraphs(
         parent = el.getparent()
         if parent is None:
             continue
-        if el.tag in ("div", "section") and any(child.tag in _BLOCK_CHILDREN for child in el):
+        holds_blocks = False
+        if el.tag in ("div", "section"):
+            for child in el:
+                if child.tag in _BLOCK_CHILDREN:
+                    holds_blocks = True
+                    break
+        if holds_blocks:
             direct = (el.text or "") + "".join(child.tail or "" for child in el)
             if len(direct) >= MIN_PARAGRAPH_CHARS:
                 length = len(squash(direct))

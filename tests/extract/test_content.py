@@ -73,6 +73,13 @@ DROPPED_CASES = [
     pytest.param("<script>var secret = 'script text';</script>", "script text", id="script"),
     pytest.param("<style>.a{content:'style text'}</style>", "style text", id="style"),
     pytest.param('<iframe src="/ad">frame text</iframe>', "frame text", id="iframe"),
+    # a doomed element goes whole, whatever is inside it: a wordy widget keeps no ancestor
+    pytest.param('<div class="sidebar"><div class="share-panel"><p>Sidebar essay '
+                 + "words " * 120 + "</p></div></div>", "Sidebar essay",
+                 id="wordy-widget-inside-sidebar"),
+    pytest.param('<div hidden><div class="comments"><p>Hidden thread text</p></div>'
+                 '<div class="byline">Hidden byline</div></div>', "Hidden",
+                 id="furniture-inside-hidden"),
 ]
 
 

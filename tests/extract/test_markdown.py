@@ -101,6 +101,17 @@ MARKDOWN_CASES = [
     pytest.param("<script>alert(1)</script><style>p{}</style><p>kept</p>", "kept",
                  id="script-style-skipped"),
     pytest.param("<dl><dt>term</dt><dd>meaning</dd></dl>", "term\n\nmeaning", id="definitions"),
+    pytest.param("<p><span><b><i>deep</i></b> inline</span> <span><em><span><div>blk</div>"
+                 "</span></em></span></p>", "***deep*** inline\n\nblk", id="block-deep-in-inline"),
+    pytest.param("<p><a href='/x'><img alt='A red bicycle'></a> <b><br></b>y</p>",
+                 "[A red bicycle](/x)\ny", id="inline-with-inline-children-only"),
+    pytest.param("<p>a\tb\u00a0\u00a0c\u2028d\u2029e\u200bf  g\r\nh\x0ci\x0bj</p>",
+                 "a b c d e f g h i j", id="whitespace-squashed"),
+    pytest.param("<p>a\u2003b\u3000c\x1cd</p>", "a b c d", id="other-unicode-spaces"),
+    pytest.param("<p><b>a</b>\n   <i>b</i>\t<b>c</b><i>d</i></p>", "**a** *b* **c***d*",
+                 id="whitespace-only-tails"),
+    pytest.param("<p>x\u00ad<b>\u200e y</b></p>", "x\u00ad**\u200e y**",
+                 id="non-printable-but-not-space"),
 ]
 
 

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lxml import etree
 
-from gateway.extract.tree import page_description, page_title, parse_html, text_length
+from gateway.extract.tree import (
+    DeadlineExceeded,
+    SubtreeText,
+    page_description,
+    page_title,
+    parse_html,
+    text_length,
+    text_of,
+)
 
 
 def root_of(html: str) -> etree._Element:
@@ -67,3 +79,89 @@ def test_nothing_to_parse(body: bytes) -> None:
 
 def test_text_length_counts_collapsed_whitespace() -> None:
     assert text_length(root_of("<p>  a \n\n b\u00a0 c </p>")) == len("a b c")
+
+
+# --- SubtreeText: one walk must answer exactly as measuring each subtree again would --------
+
+
+def direct_link_length(el: etree._Element) -> float:
+    links = 0.0
+    for a in el.iter("a"):
+        links += text_length(a) * (0.3 if (a.get("href") or "").startswith("#") else 1.0)
+    return links
+
+
+def assert_measures_match(body: etree._Element) -> None:
+    measured = SubtreeText(body)
+    for el in body.iter(etree.Element):
+        assert measured.length(el) == text_length(el), etree.tostring(el)
+        assert measured.text(el) == text_of(el), etree.tostring(el)
+        assert measured.link_length(el) == direct_link_length(el), etree.tostring(el)
+
+
+def body_with_comments(html: str) -> etree._Element:
+    # comments and processing instructions kept: their tails are text, their own text is not
+    parser = etree.HTMLParser(remove_comments=False, remove_pis=False)
+    root = etree.fromstring(f"<html><body>{html}</body></html>", parser)
+    return root.find("body")
+
+
+MEASURE_CASES = [
+    pytest.param("<p>plain words here</p>", id="plain"),
+    pytest.param("<p>run<b>on</b>words <i>split</i> apart</p>", id="words-joined-across-tags"),
+    pytest.param("<p> lead<b> inner </b>trail </p>", id="edge-spaces"),
+    pytest.param("<p>a\u00a0\u00a0b\tc\n\nd\u2028e\u200bf  g</p>", id="odd-whitespace"),
+    pytest.param("<div>\n  <p>x</p>\n  <p> </p>\n</div>", id="whitespace-only-pieces"),
+    pytest.param("<p></p><div><span></span></div><p>x</p>", id="empty-elements"),
+    pytest.param("<p>a<!-- hidden words -->b<?pi no?>c</p>", id="comments-and-pis"),
+    pytest.param('<p>see <a href="/x">one link</a>, <a href="#f">a fragment</a> and '
+                 '<a>no href</a></p>', id="links-weighted"),
+    pytest.param('<div><a href="/o">out<span><a href="/i">in</a></span>er</a></div>',
+                 id="nested-links"),
+    pytest.param("<table><tr><td>1,2</td><td>x\u060cy</td></tr></table>", id="table-commas"),
+    pytest.param("<p>\u00e9t\u00e9 \u2014 caf\u00e9\u3000\u6f22\u5b57</p>", id="non-ascii"),
+]
+
+
+@pytest.mark.parametrize("html", MEASURE_CASES)
+def test_subtree_text_matches_direct_measures(html: str) -> None:
+    assert_measures_match(body_with_comments(html))
+
+
+_FRAGMENT_TEXT = st.text(alphabet=" \t\n\u00a0\u2003\u200bab,\u00e9", max_size=6)
+_FRAGMENTS = st.recursive(
+    _FRAGMENT_TEXT.map(lambda text: text.replace("&", "")),
+    lambda inner: st.builds(
+        lambda tag, children, tail: f"<{tag}>{''.join(children)}</{tag.split()[0]}>{tail}",
+        st.sampled_from(["p", "div", "span", "b", 'a href="/x"', 'a href="#y"', "a", "td"]),
+        st.lists(inner, max_size=4),
+        _FRAGMENT_TEXT,
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_FRAGMENTS, max_size=5))
+def test_subtree_text_matches_direct_measures_on_any_tree(fragments: list[str]) -> None:
+    assert_measures_match(body_with_comments("".join(fragments) or "<p></p>"))
+
+
+def test_subtree_text_answers_for_elements_outside_its_root() -> None:
+    body = body_with_comments("<div><p>inside text</p></div><p>outside <a href='/x'>link</a></p>")
+    inside, outside = body[0], body[1]
+    measured = SubtreeText(inside)
+    assert measured.length(inside) == len("inside text")
+    assert measured.length(outside) == len("outside link")
+    assert measured.link_length(outside) == len("link")
+
+
+def test_subtree_text_leaves_out_the_roots_tail() -> None:
+    body = body_with_comments("<p>own</p> tail words")
+    assert SubtreeText(body[0]).length(body[0]) == len("own")
+
+
+def test_subtree_text_stops_at_the_deadline() -> None:
+    body = body_with_comments("<p>x</p>" * 3000)
+    with pytest.raises(DeadlineExceeded):
+        SubtreeText(body, deadline=time.monotonic() - 1)
