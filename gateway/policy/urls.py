@@ -26,6 +26,7 @@ general route as the reference).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from dataclasses import dataclass
@@ -36,18 +37,20 @@ from gateway.policy.addresses import IPAddress, looks_numeric_host, parse_ipv4_l
 from gateway.policy.hosts import HostError, normalize_name
 
 try:
-    # The very functions `yarl.URL(text)` runs; using them directly skips the four URL
-    # objects the general route builds. A yarl without them sends every URL that way.
+    # The very functions `yarl.URL(text)` and `URL.with_port` run; calling them directly skips
+    # the four URL objects the general route builds. A yarl without them, or whose versions
+    # disagree with the general route on a few samples at import, sends every URL that way.
     from yarl._parse import split_url as _split_url
     from yarl._path import normalize_path as _normalize_path
     from yarl._quoters import FRAGMENT_REQUOTER as _FRAGMENT_REQUOTER
     from yarl._quoters import PATH_REQUOTER as _PATH_REQUOTER
     from yarl._quoters import QUERY_REQUOTER as _QUERY_REQUOTER
     from yarl._url import _encode_host
+    from yarl._url import from_parts_uncached as _url_from_parts
 except ImportError:  # pragma: no cover - depends on the installed yarl
-    FAST_ROUTE = False
+    _FAST_IMPORTS = False
 else:
-    FAST_ROUTE = True
+    _FAST_IMPORTS = True
 
 MAX_URL_LENGTH = 8192
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -101,8 +104,13 @@ class Target:
 def parse_url(raw: object) -> Target:
     """Parse an absolute http(s) URL; InvalidURLError (or UnsupportedSchemeError) otherwise."""
     text, scheme = _checked_text(raw)
-    if not FAST_ROUTE:  # pragma: no cover - depends on the installed yarl
-        return _parse_general(text, scheme)
+    if FAST_ROUTE:
+        return _parse_common(text, scheme)
+    return _parse_general(text, scheme)  # pragma: no cover - depends on the installed yarl
+
+
+def _parse_common(text: str, scheme: str) -> Target:
+    """The fast route for `host[:digits]` authorities; hands any other shape to the general."""
     try:
         _, authority, path, query, fragment = _split_url(text)
     except (ValueError, TypeError) as exc:
@@ -144,14 +152,10 @@ def parse_url(raw: object) -> Target:
     if port < 1:
         raise InvalidURLError(f"the port {port} is out of range (1-65535)")
     host, ip = parse_host(host_text)
-    final = yarl.URL.build(
-        scheme=scheme,
-        host=host,
-        port=None if port == DEFAULT_PORTS[scheme] else port,
-        path=path,
-        query_string=query,
-        encoded=True,
-    )
+    # The URL with_fragment(None).with_host(host).with_port(...) makes: the host is ours, already
+    # in yarl's encoding (an A-label name or a dotted quad), the default port left out.
+    netloc = host if port == DEFAULT_PORTS[scheme] else f"{host}:{port}"
+    final = _url_from_parts(scheme, netloc, path, query, "")
     return Target(url=final, scheme=scheme, host=host, port=port, ip=ip)
 
 
@@ -241,10 +245,9 @@ def parse_host(text: str, *, bracketed: bool = False) -> tuple[str, IPAddress | 
     name = text[:-1] if text.endswith(".") else text
     # Most names end in a letter no number can end in: straight to name normalisation.
     if name[-1:] in _NUMERIC_TAIL:
-        quad = _DOTTED_QUAD_RE.match(name)
+        quad = _dotted_quad(name)
         if quad is not None:
-            a, b, c, d = quad.groups()
-            return name, ipaddress.IPv4Address(int(a) << 24 | int(b) << 16 | int(c) << 8 | int(d))
+            return name, quad
         if looks_numeric_host(name):
             ip4 = parse_ipv4_literal(name)
             if ip4 is None:
@@ -254,6 +257,16 @@ def parse_host(text: str, *, bracketed: bool = False) -> tuple[str, IPAddress | 
         return normalize_name(text), None
     except HostError as exc:
         raise InvalidURLError(f"invalid host {text[:100]!r}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=4096)
+def _dotted_quad(name: str) -> ipaddress.IPv4Address | None:
+    """The address of a canonical dotted quad (`10.0.0.1`), else None; the common IP literal."""
+    quad = _DOTTED_QUAD_RE.match(name)
+    if quad is None:
+        return None
+    a, b, c, d = quad.groups()
+    return ipaddress.IPv4Address(int(a) << 24 | int(b) << 16 | int(c) << 8 | int(d))
 
 
 def resolve_reference(base: Target, location: str) -> str:
@@ -267,3 +280,38 @@ def resolve_reference(base: Target, location: str) -> str:
         return str(base.url.join(yarl.URL(location)))
     except ValueError as exc:
         raise InvalidURLError(f"the Location does not parse: {exc}") from None
+
+
+# Samples of every step of the fast route (ports, dot segments, escapes, IDNA, an IP literal,
+# an error); at import both routes must agree on all of them or the fast one stays unused.
+_SELF_CHECK_URLS = (
+    "https://Example.COM:8443/a/./b/../%7e%2F%zz?q=%2f+x y#frag",
+    "http://10.0.0.1:80/x y",
+    "http://0x7f.1/",
+    "http://B\u00fccher.de./\u00e9?\u00fc",
+    "https://example.com",
+    "https://example.com:0443?x",
+    "http://exa mple.com/",
+    "http://example.com:0/",
+)
+
+
+def _fast_route_agrees() -> bool:
+    for text in _SELF_CHECK_URLS:
+        _, scheme = _checked_text(text)
+        outcomes: list[object] = []
+        for route in (_parse_common, _parse_general):
+            try:
+                target = route(text, scheme)
+            except InvalidURLError as exc:
+                outcomes.append(str(exc))
+            except Exception:  # noqa: BLE001 - any surprise from yarl's internals disables them
+                return False
+            else:
+                outcomes.append((target, str(target.url)))
+        if outcomes[0] != outcomes[1]:
+            return False
+    return True
+
+
+FAST_ROUTE = _FAST_IMPORTS and _fast_route_agrees()

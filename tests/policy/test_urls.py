@@ -11,6 +11,7 @@ import yarl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.policy import urls
 from gateway.policy.addresses import IPAddress, looks_numeric_host, parse_ipv4_literal
 from gateway.policy.hosts import HostError, normalize_name
 from gateway.policy.urls import (
@@ -343,6 +344,17 @@ def test_fast_route_is_in_use() -> None:
     # Without yarl's internals every URL takes the general route: still correct, but the
     # equivalence tests below would no longer exercise the fast one.
     assert FAST_ROUTE
+
+
+def test_fast_route_is_refused_when_yarl_internals_disagree(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A yarl whose private URL builder behaved differently must leave the fast route unused.
+    assert urls._fast_route_agrees()
+    monkeypatch.setattr(
+        urls, "_url_from_parts", lambda scheme, netloc, path, query, fragment: yarl.URL("http://x/")
+    )
+    assert not urls._fast_route_agrees()
 
 
 EDGES = [
