@@ -77,6 +77,9 @@ class Limits:
     content_types: tuple[str, ...] = DEFAULT_CONTENT_TYPES
 
 
+_DISABLED = ToolSettings(False)
+
+
 def default_tools() -> Mapping[str, ToolSettings]:
     return MappingProxyType(
         {
@@ -121,7 +124,7 @@ class Policy:
         if name == "Research":
             enabled = self.tool("WebFetch").enabled and self.tool("WebSearch").enabled
             return ToolSettings(enabled, self.tool("WebSearch").results)
-        return self.tools.get(name, ToolSettings(False))
+        return self.tools.get(name, _DISABLED)
 
     @property
     def identity(self) -> dict[str, str]:

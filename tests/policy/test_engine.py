@@ -273,7 +273,9 @@ def test_decide_address_own_listening_address() -> None:
     )
     other_port = decide_address(policy, ipaddress.ip_address("127.0.0.1"), 8081, own_addresses=own)
     assert other_port.allowed
-    mapped = decide_address(policy, ipaddress.ip_address("::ffff:127.0.0.2"), 8080, own_addresses=own)
+    mapped = decide_address(
+        policy, ipaddress.ip_address("::ffff:127.0.0.2"), 8080, own_addresses=own
+    )
     assert mapped.reason is Reason.OWN_ADDRESS
 
 
