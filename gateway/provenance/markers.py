@@ -549,18 +549,28 @@ _MARKER_BYTES = MARKER_WORD.lower().encode()
 _TOKEN_START = re.compile(rb"<(?:\||/?(?:sys|tool|function|start|end|inst\]))")
 _ENTITY_OPEN = re.compile(rb"&(?:lt|#0*60|#x0*3c);?")
 _FILTER_REPLACEMENTS: dict[str, bytes] = {}
+_REPLACE_ONE_BY_ONE = 24  # distinct characters replaced with bytes.replace, one pass each
 
 
 def _filter_fold(data: bytes, special: frozenset[str]) -> bytes:
     delete = _ASCII_SEPARATOR_BYTES
+    replaced: dict[str, bytes] = {}
     for char in special:
         replacement = _filter_replacement(char)
         if replacement:
-            data = data.replace(char.encode(), replacement)
+            replaced[char] = replacement
         else:
             # Deleting a separator's bytes everywhere may also cut other characters to pieces
             # or to nothing: those pieces match nothing, and nothing only adds candidates.
             delete += char.encode()
+    if len(replaced) <= _REPLACE_ONE_BY_ONE:
+        for char, replacement in replaced.items():
+            data = data.replace(char.encode(), replacement)
+    else:
+        # Each bytes.replace is a pass over the text: with many distinct characters (a page
+        # can hold all of them), one slower str.translate pass keeps the cost linear.
+        table = {ord(char): replacement.decode() for char, replacement in replaced.items()}
+        data = data.decode().translate(table).encode()
     folded = data.translate(_TIGHT_TABLE, delete)
     if b"&" in folded:
         folded = _ENTITY_OPEN.sub(b"<", folded)

@@ -773,8 +773,15 @@ def test_invisible_removal_matches_the_reference(text: str) -> None:
     assert markers._remove_invisible(text) == _reference_remove_invisible(text)
 
 
-def test_every_lookalike_character_is_folded_where_it_completes_a_marker_or_token() -> None:
-    # One line per case, all in one text: the filter reads the whole text at once.
+@pytest.mark.parametrize(
+    "one_by_one", [pytest.param(0, id="one-translate"), pytest.param(10**6, id="replace-each")]
+)
+def test_every_lookalike_character_is_folded_where_it_completes_a_marker_or_token(
+    one_by_one: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One line per case, all in one text: the filter reads the whole text at once, folding the
+    # look-alikes in one str.translate pass or with one bytes.replace each.
+    monkeypatch.setattr(markers, "_REPLACE_ONE_BY_ONE", one_by_one)
     lines: list[str] = []
     for fold, chars in LOOKALIKES.items():
         for target in TARGETS:
