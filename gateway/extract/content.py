@@ -144,8 +144,7 @@ def strip_boilerplate(
     # of a page: headers, menus, comments, related stories).
     walk = etree.iterwalk(body, events=("start",))
     for count, (_, el) in enumerate(walk):
-        if not count & 1023:
-            check_every(deadline, count)
+        check_every(deadline, count)
         # most elements have no attributes; asking for their names once is cheaper than
         # looking up each attribute
         keys = el.keys()
