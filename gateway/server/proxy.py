@@ -165,6 +165,7 @@ class ProxyConnection(asyncio.Protocol):
         "tunnel",
         "auth",
         "last_destination",
+        "watch",
     )
 
     def __init__(self, proxy: ForwardProxy) -> None:
@@ -185,6 +186,7 @@ class ProxyConnection(asyncio.Protocol):
         self.tunnel: Tunnel | None = None
         self.auth: tuple[PolicyState, str | None, ClientIdentity | None] | None = None
         self.last_destination: tuple[Policy, Target, str | None] | None = None
+        self.watch: IdleWatch | None = None  # made by the first absolute-form request
 
     # --- transport events ---------------------------------------------------------------
 
@@ -233,6 +235,8 @@ class ProxyConnection(asyncio.Protocol):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+        if self.watch is not None:
+            self.watch.close()
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_exception(ClientGoneError())
         if self.drain_waiter is not None and not self.drain_waiter.done():
@@ -327,8 +331,6 @@ class ProxyConnection(asyncio.Protocol):
             raise RequestTooLargeError(f"the request body is over {limit} bytes")
         body = bytearray()
         decoder = ChunkedDecoder() if head.chunked else None
-        if self.client_eof:
-            raise ClientGoneError()  # the body can never arrive
         self.state = BODY_STATE
         if self.reading_paused:
             self.resume_reading()
@@ -347,6 +349,8 @@ class ProxyConnection(asyncio.Protocol):
                         break
                 if len(body) > limit:
                     raise RequestTooLargeError(f"the request body is over {limit} bytes")
+                if self.client_eof:
+                    raise ClientGoneError()  # half-closed before the whole body: it never comes
                 self.waiter = asyncio.get_running_loop().create_future()
                 try:
                     async with asyncio.timeout(self.proxy.header_timeout):
@@ -695,35 +699,51 @@ class ForwardProxy:
 
 
 class IdleWatch:
-    """Cancels the running task once nothing has come from the upstream for `idle` seconds.
-    Activity only stamps `last`; the one timer re-arms itself when it fires early, where a
-    per-read timeout would make a new timer for every chunk."""
+    """Cancels a request's task once nothing has come from the upstream for `idle` seconds.
+    Activity only stamps `last`. One per connection, reused by its requests: its one timer
+    re-arms itself when it fires early, where a per-read timeout makes a timer per chunk."""
 
     __slots__ = ("loop", "idle", "task", "last", "timer", "fired", "streaming")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, idle: float) -> None:
         self.loop = loop
         self.idle = idle
-        self.task = asyncio.current_task()
-        self.last = loop.time()
+        self.task: asyncio.Task[Any] | None = None  # the request watched; None between them
+        self.last = 0.0
+        self.timer: asyncio.TimerHandle | None = None
         self.fired = False
         self.streaming = False  # the response head went out
-        self.timer = loop.call_at(self.last + idle, self._check)
+
+    def start(self) -> None:
+        self.task = asyncio.current_task()
+        self.last = self.loop.time()
+        self.fired = self.streaming = False
+        if self.timer is None:
+            self.timer = self.loop.call_at(self.last + self.idle, self._check)
 
     def touch(self) -> None:
         self.last = self.loop.time()
 
+    def stop(self) -> None:
+        self.task = None  # the timer stays; it finds nothing to watch and lapses
+
+    def close(self) -> None:
+        self.task = None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
     def _check(self) -> None:
+        self.timer = None
+        task = self.task
+        if task is None or task.done():
+            return
         due = self.last + self.idle
         if self.loop.time() < due:
             self.timer = self.loop.call_at(due, self._check)
             return
-        if self.task is not None and not self.task.done():
-            self.fired = True
-            self.task.cancel()
-
-    def stop(self) -> None:
-        self.timer.cancel()
+        self.fired = True
+        task.cancel()
 
 
 class Exchange:
@@ -889,6 +909,8 @@ class Exchange:
                 f"the Host header ({one_line(host, 100)}) disagrees with the request target",
                 False,
             )
+        if self.client is None:  # no clients configured: no limits, no lease to hand back
+            return await self._forward(policy, decision, target)
         try:
             lease = await self.proxy.acquire(self.client)
         except (RateLimitedError, UnavailableError) as exc:
@@ -920,7 +942,10 @@ class Exchange:
             read_timeout=math.inf,  # the IdleWatch below instead of a timer per read
         )
         trace = FetchTrace(requested=target, current=target)
-        watch = IdleWatch(proxy.loop, proxy.proxy_config.tunnel_idle_timeout)
+        watch = conn.watch
+        if watch is None:
+            watch = conn.watch = IdleWatch(proxy.loop, proxy.proxy_config.tunnel_idle_timeout)
+        watch.start()
         try:
             return await self._relay(policy, decision, target, options, trace, watch)
         except asyncio.CancelledError:
@@ -928,6 +953,7 @@ class Exchange:
                 raise
             if watch.task is not None:
                 watch.task.uncancel()  # this cancellation was the watch's, and ends here
+            watch.fired = False
             if watch.streaming:  # the head is out: the response can only be cut short
                 if conn.transport is not None:
                     conn.transport.abort()

@@ -205,14 +205,40 @@ def get_request(env, path: str = "/page", extra: str = "") -> bytes:
     return f"GET {env.url(path)} HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n".encode()
 
 
-async def test_a_half_closed_client_still_gets_its_answer(env) -> None:
+def post_request(env, body: bytes, length: int) -> bytes:
+    host = f"site.example.com:{env.upstream_port}"
+    head = f"POST {env.url('/echo')} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {length}\r\n\r\n"
+    return head.encode() + body
+
+
+@pytest.mark.parametrize(
+    ("sent", "answered"),
+    [
+        ("get", b"hello through the proxy"),
+        ("whole-body", b'"body": "a=1&b=2"'),
+        ("part-of-body", None),
+    ],
+    ids=["get", "post-whole-body", "post-part-of-body"],
+)
+async def test_a_half_closed_client_gets_its_answer_if_its_request_was_whole(
+    env, sent, answered
+) -> None:
+    request = {
+        "get": get_request(env),
+        "whole-body": post_request(env, b"a=1&b=2", 7),
+        "part-of-body": post_request(env, b"a=1", 7),
+    }[sent]
     reader, writer = await asyncio.open_connection("127.0.0.1", env.port)
-    writer.write(get_request(env))
+    writer.write(request)
     writer.write_eof()  # nothing more to send: the answer must still come, then the close
     raw = await asyncio.wait_for(reader.read(), 5)
     writer.close()
+    if answered is None:
+        assert raw == b""  # the body can never be whole: nothing went upstream
+        assert env.records("proxy_http") == []
+        return
     status, _, body = parse_head(raw)
-    assert status == 200 and body == b"hello through the proxy"
+    assert status == 200 and answered in body
     assert len(env.records("proxy_http")) == 1
 
 
@@ -309,5 +335,27 @@ async def test_an_upstream_that_stops_sending_is_timed_out(
             assert 0.4 < took < 3
         else:
             assert status == 200 and body == b"t" * 1000
+    finally:
+        await env.close()
+
+
+async def test_one_connection_times_out_only_the_request_that_stalls(tmp_path, make_config) -> None:
+    env = await start_env(tmp_path, make_config, proxy=ProxyConfig(tunnel_idle_timeout=0.5))
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", env.port)
+
+        async def answer(path: str) -> tuple[int, bytes]:
+            writer.write(get_request(env, path))
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            status, headers, _ = parse_head(head)
+            return status, await reader.readexactly(int(headers["content-length"]))
+
+        assert await answer("/page") == (200, b"hello through the proxy")
+        await asyncio.sleep(0.8)  # idle past the timeout between requests: nothing to cut
+        assert await answer("/trickle?pieces=6&every=0.2") == (200, b"t" * 1000)
+        status, body = await answer("/stall-head?for=2")
+        assert status == 504 and b"proxy.tunnel_idle_timeout" in body
+        assert await answer("/page") == (200, b"hello through the proxy")  # still usable
+        writer.close()
     finally:
         await env.close()
