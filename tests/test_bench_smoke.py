@@ -7,6 +7,7 @@ a user would run it, from the repository root.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -94,12 +95,19 @@ def needs_nginx() -> str | None:
     return None if found else "nginx is not installed (Debian nginx-light)"
 
 
+def needs_nginx_and_trafilatura() -> str | None:
+    """The fetch bench's yardstick relay extracts with trafilatura (`pip install -e '.[bench]'`)."""
+    if importlib.util.find_spec("trafilatura") is None:
+        return "trafilatura is not installed (pip install -e '.[bench]')"
+    return needs_nginx()
+
+
 CASES = [
     pytest.param(
         "fetch.py",
         ["--rounds", "1", "--requests", "10", "--slow-requests", "2", "--concurrency", "1", "2"],
         check_fetch,
-        needs_nginx,
+        needs_nginx_and_trafilatura,
         id="fetch",
     ),
     pytest.param(
