@@ -5,11 +5,11 @@ Targets, in the same run, interleaved, order rotated each round, medians of the 
 nginx directly; the gateway's proxy (`gateway serve --proxy-port`, policy and audit on);
 a bare aiohttp relay and a bare asyncio CONNECT relay (yardsticks, no policy); squid,
 tinyproxy (Debian: `apt-get install -y nginx-light squid tinyproxy`) and proxy.py (PyPI:
-`python3 -m venv /tmp/proxypy && /tmp/proxypy/bin/pip install proxy.py`, or set PROXYPY to
-its `proxy` script). Missing peers are skipped with that hint. The load generator is a raw
+`pip install -e '.[bench]'` puts its `proxy` script beside the venv's python, or set
+PROXYPY to a `proxy` script elsewhere). Missing peers are skipped with that hint. The load generator is a raw
 asyncio client in its own process (wrk is not needed). Also `gateway-w2`, the gateway with
 `listen.workers: 2` (and the redis-server workers need), and with `--baseline CHECKOUT` the
-gateway of another checkout (e.g. `git worktree add --detach /tmp/base <commit>`) as
+gateway of another checkout (e.g. `git worktree add --detach ../base <commit>`) as
 `gateway-base`, for a before/after in one run. Every cell also reads the target's CPU.
 
     .venv/bin/python bench/proxy.py [--rounds 3] [--requests 3000] [--idle 1000] [--quick]
@@ -46,7 +46,7 @@ HOST = "bench.example.com"
 PAGE = 100 * 1024
 BIG = 1024 * 1024
 HINT_DEBIAN = "apt-get install -y nginx-light squid tinyproxy"
-HINT_PROXYPY = "python3 -m venv /tmp/proxypy && /tmp/proxypy/bin/pip install proxy.py"
+HINT_PROXYPY = "pip install -e '.[bench]' (or set PROXYPY to a proxy.py `proxy` script)"
 
 
 # --- the load generator (child process) -------------------------------------------------
@@ -520,8 +520,8 @@ def start_targets(
 
     proxypy = (
         os.environ.get("PROXYPY")
+        or shutil.which("proxy", path=os.path.dirname(sys.executable))
         or shutil.which("proxy")
-        or ("/tmp/proxypy/bin/proxy" if os.path.exists("/tmp/proxypy/bin/proxy") else None)
     )
     if proxypy:
         port = free_port()
