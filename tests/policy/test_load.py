@@ -244,7 +244,7 @@ def test_suffix_shortcut_never_hides_a_suffix() -> None:
     """Every rule of the bundled list (a wildcard rule with a label in front) still reaches the
     authoritative `suffix_kind`, Unicode suffixes in their A-label form included."""
     from gateway.policy.hosts import HostError, _suffix_extractor, normalize_name, suffix_kind
-    from gateway.policy.load import _may_be_suffix
+    from gateway.policy.rules import _may_be_suffix
 
     missed = []
     for rule in _suffix_extractor().tlds:  # type: ignore[attr-defined]
