@@ -5,7 +5,7 @@ A raw asyncio protocol rather than aiohttp's server: every request the strict re
 `proxy_http` refuses still gets the gateway's headers and an audit record, an idle keep-alive
 connection costs one small object and no task, and tunnel bytes pass from one transport to
 the other without any parsing (flow control both ways). Decisions come from `policy`,
-connections from `fetch` (the pinned `Fetcher` for HTTP, `fetch.tunnel` for CONNECT); this
+connections from `fetch` (`fetch.upstream`'s pool for HTTP, `fetch.tunnel` for CONNECT); this
 module only translates.
 """
 
@@ -19,7 +19,6 @@ import functools
 import hmac
 import ipaddress
 import logging
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -34,8 +33,9 @@ from gateway.errors import (
     UnavailableError,
     UpstreamTimeoutError,
 )
-from gateway.fetch.client import FetchOptions, FetchTrace, translate_error
+from gateway.fetch.client import ACCEPT
 from gateway.fetch.tunnel import open_tunnel
+from gateway.fetch.upstream import UpstreamPool, request_head
 from gateway.limits import FREE_LEASE, InMemoryLimiter, Lease, Limiter
 from gateway.policy.engine import Decision, Reason, decide_address, decide_target, decide_url
 from gateway.policy.model import Policy
@@ -467,6 +467,11 @@ class ForwardProxy:
         self._background: set[asyncio.Task[Any]] = set()
         self._idle_close: asyncio.Task[None] | None = None
         self.loop = asyncio.get_running_loop()  # built on the loop that will serve it
+        fetcher = services.fetcher
+        self.upstream = UpstreamPool(
+            static_hosts=lambda: fetcher.static_hosts,
+            own_addresses=lambda: fetcher.own_addresses,
+        )
 
     async def start(self, host: str, port: int) -> list[tuple[str, int]]:
         loop = self.loop
@@ -676,6 +681,7 @@ class ForwardProxy:
         )
         while (self.tunnels or self._busy()) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
+        self.upstream.close()
         for tunnel in list(self.tunnels):
             tunnel.close("shutdown")
         for conn in list(self.connections):
@@ -932,22 +938,20 @@ class Exchange:
                 return self.fail(400, "bad_request", str(exc), False)
             except RequestTooLargeError as exc:
                 return self.fail(413, "request_too_large", exc.message, False)
-        options = FetchOptions(
-            method=head.method,
-            tool=None,
-            headers=_upstream_headers(head),
-            body=body,
-            follow_redirects=False,
-            check_content_type=False,
-            read_timeout=math.inf,  # the IdleWatch below instead of a timer per read
+        request = request_head(
+            head.method,
+            target,
+            _upstream_headers(head, proxy.services.fetcher.user_agent),
+            None if body is None else len(body),
         )
-        trace = FetchTrace(requested=target, current=target)
+        if body:
+            request += body
         watch = conn.watch
         if watch is None:
             watch = conn.watch = IdleWatch(proxy.loop, proxy.proxy_config.tunnel_idle_timeout)
         watch.start()
         try:
-            return await self._relay(policy, decision, target, options, trace, watch)
+            return await self._relay(policy, decision, target, request, watch)
         except asyncio.CancelledError:
             if not watch.fired:
                 raise
@@ -970,80 +974,53 @@ class Exchange:
         policy: Policy,
         decision: Decision,
         target: Target,
-        options: FetchOptions,
-        trace: FetchTrace,
+        request: bytes,
         watch: IdleWatch,
     ) -> bool:
         head, conn, proxy = self.head, self.conn, self.proxy
         try:
-            response = await proxy.services.fetcher.send(policy, trace, options)
+            upstream = await proxy.upstream.exchange(policy, target, head.method, request)
         except PolicyDeniedError as exc:
             return self.deny(exc.decision, target)
         except GatewayError as exc:
             return self.gateway_error(exc, keep_alive=True)
         watch.touch()
         try:
-            conn.last_destination = (policy, target, trace.ip)
+            response = upstream.head
+            assert response is not None
+            conn.last_destination = (policy, target, upstream.ip)
             out, keep_alive, chunked, length = _response_head(
-                response.status, response.reason, response.raw_headers, head
+                response.status, response.reason.decode("latin-1"), response.headers, head
             )
             record = self.record(
                 decision=decision,
                 status=response.status,
                 response_bytes=length,
-                destination=_destination(target, trace.ip),
+                destination=_destination(target, upstream.ip),
             )
             try:
                 proxy.audit(record)
             except AuditWriteError as exc:
                 return self.reply(503, "unavailable", None, exc.message, False)
             watch.streaming = True
-            if _has_body(head.method, response.status):
-                await self._stream(response, chunked, length, out, watch)
-            else:
+            if not _has_body(head.method, response.status):
                 conn.write(out)
+                await upstream.pipe(conn, b"", None, False)
+                return keep_alive
+            max_duration = proxy.proxy_config.tunnel_max_duration
+            if max_duration is None:
+                await upstream.pipe(conn, out, watch.touch, chunked)
+            else:
+                async with asyncio.timeout(max_duration):
+                    await upstream.pipe(conn, out, watch.touch, chunked)
             return keep_alive
-        except Exception as exc:
+        except (GatewayError, TimeoutError, OSError):
             # The head is out: an upstream failure can only cut the response short.
-            translate_error(exc, before_head=False)  # re-raises what is not the upstream's
             if conn.transport is not None:
                 conn.transport.abort()
             return False
         finally:
-            response.release()
-
-    async def _stream(
-        self, response: Any, chunked: bool, length: int | None, head: bytes, watch: IdleWatch
-    ) -> None:
-        """The body, streamed; the head goes out with the first piece (one send, not two)."""
-        conn = self.conn
-        max_duration = self.proxy.proxy_config.tunnel_max_duration
-        if max_duration is None:
-            sent = await self._pieces(response.content, chunked, head, watch)
-        else:
-            async with asyncio.timeout(max_duration):
-                sent = await self._pieces(response.content, chunked, head, watch)
-        if chunked:
-            conn.write(b"0\r\n\r\n")
-        elif length is not None and sent != length and conn.transport is not None:
-            conn.transport.abort()
-
-    async def _pieces(self, content: Any, chunked: bool, head: bytes, watch: IdleWatch) -> int:
-        conn = self.conn
-        sent = 0
-        pending: bytes | None = head
-        async for piece in content.iter_any():
-            watch.last = watch.loop.time()
-            sent += len(piece)
-            data = b"%x\r\n%b\r\n" % (len(piece), piece) if chunked else piece
-            if pending is not None:
-                data, pending = pending + data, None  # a copy costs less than a send
-            conn.write(data)
-            if conn.write_paused:
-                await conn.drain()
-        if pending is not None:
-            conn.write(pending)
-        return sent
+            upstream.release()
 
     # --- CONNECT ------------------------------------------------------------------------
 
@@ -1146,8 +1123,9 @@ def _connect_target(authority: str) -> Target | None:
     return target if target.port == int(port) else None
 
 
-def _upstream_headers(head: RequestHead) -> dict[str, str]:
-    """The end-to-end headers for the upstream, repeated names joined (RFC 9110 5.3)."""
+def _upstream_headers(head: RequestHead, user_agent: str) -> list[tuple[str, str]]:
+    """The end-to-end headers for the upstream, repeated names joined (RFC 9110 5.3), with
+    the gateway's User-Agent and Accept where the client sent none."""
     merged: dict[str, tuple[str, str]] = {}  # by lower-case name: (name as first sent, value)
     for name, value in head.forwarded_headers():
         lower = name.lower()
@@ -1156,9 +1134,13 @@ def _upstream_headers(head: RequestHead) -> dict[str, str]:
             merged[lower] = (first, joined + ("; " if lower == "cookie" else ", ") + value)
         else:
             merged[lower] = (name, value)
-    headers = dict(merged.values())
+    headers = list(merged.values())
     if "accept-encoding" not in merged:
-        headers["Accept-Encoding"] = "identity"  # the gateway must not add a coding
+        headers.append(("Accept-Encoding", "identity"))  # the gateway must not add a coding
+    if "accept" not in merged:
+        headers.insert(0, ("Accept", ACCEPT))
+    if "user-agent" not in merged:
+        headers.insert(0, ("User-Agent", user_agent))
     return headers
 
 
