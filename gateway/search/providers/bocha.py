@@ -72,7 +72,7 @@ def _envelope_code(body: Any) -> int | None:
         return None
     if isinstance(code, int):
         return code
-    if isinstance(code, str) and code.strip().isdigit():
+    if isinstance(code, str) and code.strip().isascii() and code.strip().isdigit():
         return int(code.strip()[:4])
     return None
 

@@ -109,7 +109,7 @@ def _reset_values(response: ProviderResponse) -> list[float]:
     values = []
     for part in raw.split(",")[:4]:
         part = part.strip()
-        if part.isdigit():
+        if part.isascii() and part.isdigit():
             values.append(float(min(int(part[:9]), 10**8)))
     return values
 

@@ -86,7 +86,7 @@ def retry_after_seconds(response: ProviderResponse) -> float | None:
     if not raw:
         return None
     raw = raw.strip()
-    if raw.isdigit():
+    if raw.isascii() and raw.isdigit():  # str.isdigit alone admits '²', which int() refuses
         return float(min(int(raw[:9]), 10**8))
     try:
         when = parsedate_to_datetime(raw)

@@ -84,3 +84,9 @@ async def test_error_shapes(  # type: ignore[no-untyped-def]
 async def test_no_web_pages_is_no_results(ask) -> None:  # type: ignore[no-untyped-def]
     results, _ = await ask(ADAPTER, Reply(200, {"code": 200, "data": {"_type": "SearchResponse"}}))
     assert results == []
+
+
+async def test_a_code_of_non_ascii_digits_is_no_code(ask) -> None:  # type: ignore[no-untyped-def]
+    body = {"code": "\xb2", "data": {"_type": "SearchResponse"}}
+    results, _ = await ask(ADAPTER, Reply(200, body))
+    assert results == []

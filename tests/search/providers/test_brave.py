@@ -102,3 +102,17 @@ async def test_error_shapes(  # type: ignore[no-untyped-def]
     assert caught.value.error_class is error_class
     assert caught.value.retry_after == retry_after
     assert words in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("reset", "expected"),
+    [
+        pytest.param("1, 1419704", [1.0, 1419704.0], id="two-windows"),
+        pytest.param("\xb2, 7", [7.0], id="latin1-superscript-skipped"),
+    ],
+)
+def test_reset_values_take_only_ascii_digits(reset: str, expected: list[float]) -> None:
+    from gateway.search.providers.brave import _reset_values
+    from gateway.search.transport import ProviderResponse
+
+    assert _reset_values(ProviderResponse(429, {"X-RateLimit-Reset": reset}, b"")) == expected
