@@ -295,7 +295,8 @@ def load_cases(path: str) -> tuple[Case, ...]:
     if document.root is None:
         walker.error(None, "no_cases", "the file has no cases; write a list of {url, expect}")
         raise SourceError(walker.sorted_issues())
-    items = walker.sequence(document.root, "the cases file") or []
+    # An empty list is no test at all: it would pass whatever the policy says.
+    items = walker.sequence(document.root, "the cases file", at_least_one="case") or []
     cases = []
     for i, node in enumerate(items):
         section = walker.mapping(node, _CASE_FIELDS, path=f"[{i}]")

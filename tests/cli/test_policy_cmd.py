@@ -404,6 +404,7 @@ def test_cases_failures_are_listed_with_their_line(
         ),
         ("url: https://x.org/\n", ":1:1: wrong_type: the cases file must be a list, got a mapping"),
         ("", ":1:1: no_cases: "),
+        ("[]\n", ":1:1: bad_value: the cases file must list at least one case"),
         ("- {url: a, expect: allow, url: b}\n", ":1:27: duplicate_key: "),
     ],
     ids=[
@@ -415,6 +416,7 @@ def test_cases_failures_are_listed_with_their_line(
         "bad-tool",
         "mapping",
         "empty",
+        "empty-list",
         "duplicate",
     ],
 )
