@@ -184,8 +184,9 @@ def scrub(text: str) -> str:
 
 def retry_after_seconds(value: str | None) -> float:
     """Seconds from a Retry-After header (delta-seconds; dates and junk get the default)."""
-    if value and value.strip().isdigit():
-        return float(min(int(value.strip()), 3600))
+    value = (value or "").strip()
+    if value.isascii() and value.isdigit():  # isdigit alone admits '²', which int() refuses
+        return float(min(int(value[:9]), 3600))  # int() refuses over 4300 digits
     return DEFAULT_RETRY_AFTER
 
 
