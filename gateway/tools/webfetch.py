@@ -162,8 +162,10 @@ class WebFetchTool:
         key = (policy.name, policy.sha256, str(target.url), mode)
         cached = self._cache.get(key)
         if cached is not None:
-            self._audit.append(self._success_record(action, ctx, cached, cached=True))
-            return replace(cached, requested_url=url, cached=True), requested_id
+            # The record names this call's URL, not the spelling that filled the cache.
+            hit = replace(cached, requested_url=url, cached=True)
+            self._audit.append(self._success_record(action, ctx, hit, cached=True))
+            return hit, requested_id
         trace = FetchTrace(requested=target, current=target)
         try:
             result = await self._fetcher.fetch_traced(policy, trace, FetchOptions())

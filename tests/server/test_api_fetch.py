@@ -370,3 +370,30 @@ async def test_fetch_cache_answers_repeat_calls(upstream, write_policy, make_con
         assert len(records) == 2 and records[1]["cached"] is True
     finally:
         await services.close()
+
+
+async def test_cached_answer_audits_this_calls_url(
+    upstream, write_policy, make_config, aiohttp_client
+) -> None:
+    """A cache hit for another spelling of the same URL records the URL this caller sent."""
+    from gateway.config import FetchConfig
+    from gateway.runtime import Services
+    from gateway.server.app import make_app
+    from tests.conftest import loopback_policy
+
+    config = make_config(
+        write_policy(loopback_policy(upstream.port)), fetch=FetchConfig(cache_ttl=60)
+    )
+    services = Services(config)
+    services.open()
+    try:
+        client = await aiohttp_client(make_app(services))
+        url = page_url(upstream, "/page")
+        respelled = url.replace("site.example.com", "Site.Example.com", 1)
+        _, first = await post_fetch(client, url=url)
+        _, second = await post_fetch(client, url=respelled)
+        assert second["envelope"]["cached"] is True
+        records = [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
+        assert [r["url"]["original"] for r in records] == [url, respelled]
+    finally:
+        await services.close()
