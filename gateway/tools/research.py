@@ -4,6 +4,9 @@ Pages are picked round-robin across distinct domains (the best result of each do
 and each goes through the whole WebFetch path: its policy decision, envelope, markers and its
 own audit record. A page that fails is reported in place and never fails the call; only a
 failed search (or an audit log that cannot be written) does.
+`extract_mode` (left open by the contract): `summary` is the page's main content as Markdown,
+cut at 4000 code points; `full` is the whole page as Markdown, cut at the policy's default
+`max_chars`; `max_page_length` replaces either cut, clamped to `limits.max_chars`.
 """
 
 from __future__ import annotations
