@@ -52,16 +52,20 @@ def plan_redirect(
     if status == 303 or (status in (301, 302) and next_method == "POST"):
         next_method = "GET"
     raw = locations[0]
+    invalid: InvalidURLError | None = None
     try:
         absolute = resolve_reference(current, raw)
     except InvalidURLError as exc:
-        decision = _deny(policy, Reason.INVALID_URL, "url", detail=str(exc))
-        return RedirectPlan(decision, raw, None, next_method)
+        absolute, invalid = raw, exc
+    # The cap comes before the new URL is judged (contract 3.3, step 5), even a broken one.
     if hops_done + 1 > policy.max_redirects:
         decision = _deny(
             policy, Reason.REDIRECT_LIMIT, "redirects.max", detail=f"limit {policy.max_redirects}"
         )
         return RedirectPlan(decision, absolute, None, next_method)
+    if invalid is not None:
+        decision = _deny(policy, Reason.INVALID_URL, "url", detail=str(invalid))
+        return RedirectPlan(decision, raw, None, next_method)
     decision, target = decide_url(policy, absolute, tool=tool)
     if (
         target is not None

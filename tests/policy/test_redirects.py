@@ -117,3 +117,14 @@ def test_max_zero_refuses_every_redirect() -> None:
     policy = make_policy(default=Action.ALLOW, max_redirects=0)
     plan = plan_redirect(policy, HTTPS, 301, ["/x"], hops_done=0)
     assert plan is not None and plan.decision.reason is Reason.REDIRECT_LIMIT
+
+
+def test_cap_is_checked_before_the_new_url() -> None:
+    # Contract 3.3 step 5: the cap and downgrade rule first, then the new URL from step 1.
+    plan = plan_redirect(POLICY, HTTPS, 302, ["/a\x01b"], hops_done=2)
+    assert plan is not None
+    assert (plan.decision.reason, plan.location, plan.target) == (
+        Reason.REDIRECT_LIMIT,
+        "/a\x01b",
+        None,
+    )
