@@ -44,7 +44,7 @@ async def explain(request: web.Request) -> web.Response:
     ctx = context(request)
     services = request.app[SERVICES]
     decision, target = decide_url(ctx.policy, args["url"], tool=args["tool"])
-    addresses: list[str] = []
+    addresses: list[str] | None = None
     if args["resolve"] and decision.allowed and target is not None:
         if target.ip is not None:
             answer = [target.ip]
@@ -68,7 +68,7 @@ async def explain(request: web.Request) -> web.Response:
         "message": decision.message,
         "policy": ctx.policy.identity,
     }
-    if args["resolve"]:
+    if addresses is not None:  # resolving was asked and the name was allowed
         out["addresses"] = addresses
     return json_response(out)
 

@@ -342,6 +342,16 @@ async def test_explain(client, upstream) -> None:
     )
 
 
+async def test_explain_resolve_of_a_denied_name_has_no_addresses(client) -> None:
+    """`addresses` only when resolving was asked and the name was allowed (CONTRACT 5.4)."""
+    response = await client.post(
+        "/v1/policy/explain", json={"url": "https://blocked.example.com/", "resolve": True}
+    )
+    body = await response.json()
+    assert (body["decision"], body["reason"]) == ("deny", "domain_denied")
+    assert "addresses" not in body
+
+
 async def test_health_ready_status(client, services) -> None:
     assert (await client.get("/healthz")).status == 200
     assert (await client.get("/readyz")).status == 200
