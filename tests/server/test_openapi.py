@@ -213,3 +213,16 @@ def test_api_conforms_to_its_document(api_schema, live_gateway, method, path, mo
         )
 
     conforms()
+
+
+def test_search_response_schema_requires_every_field_of_the_contract() -> None:
+    """CONTRACT 5.2 lists the fields every WebSearch answer has; the schema must require them
+    so the conformance run above fails when one goes missing."""
+    schema = TOOL_RESPONSES["WebSearch"]
+    assert set(schema["required"]) == {
+        "query", "provider", "providers_tried", "warnings", "cached", "freshness_applied",
+        "query_rewritten", "query_year", "freshness_auto_inferred", "deduped", "filtered",
+        "results", "envelope",
+    }  # fmt: skip
+    result = schema["properties"]["results"]["items"]
+    assert set(result["required"]) == {"id", "title", "url", "snippet", "domain", "published_at"}
