@@ -464,6 +464,7 @@ class ForwardProxy:
         self.per_ip: dict[str, int] = {}
         self.servers: list[asyncio.Server] = []
         self.draining = False
+        self.drain_deadline: float | None = None  # monotonic; set by the first drain()
         self._background: set[asyncio.Task[Any]] = set()
         self._idle_close: asyncio.Task[None] | None = None
         self.loop = asyncio.get_running_loop()  # built on the loop that will serve it
@@ -667,6 +668,10 @@ class ForwardProxy:
         """Stop accepting, close idle keep-alive connections; requests and tunnels in flight
         go on until `close` (after `server.shutdown_grace`)."""
         self.draining = True
+        if self.drain_deadline is None:
+            # The grace counts from the drain (SIGTERM), not from `close`, which serve calls
+            # only after the API has drained: the whole shutdown stays within the grace.
+            self.drain_deadline = time.monotonic() + self.services.config.server.shutdown_grace
         for server in self.servers:
             server.close()
         for conn in list(self.connections):
@@ -676,9 +681,8 @@ class ForwardProxy:
     async def close(self, grace: float | None = None) -> None:
         """Wait up to `grace` for requests and tunnels in flight, then end them all."""
         await self.drain()
-        deadline = time.monotonic() + (
-            grace if grace is not None else self.services.config.server.shutdown_grace
-        )
+        assert self.drain_deadline is not None
+        deadline = self.drain_deadline if grace is None else time.monotonic() + grace
         while (self.tunnels or self._busy()) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         self.upstream.close()

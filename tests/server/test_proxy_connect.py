@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import ClientConfig, ClientLimits, ProxyConfig
+from gateway.config import ClientConfig, ClientLimits, ProxyConfig, ServerConfig
 from tests.server.proxy_env import (
     BIG,
     curl,
@@ -289,5 +289,26 @@ async def test_connect_needs_credentials_when_clients_exist(tmp_path, make_confi
         assert status == 407 and headers["proxy-authenticate"] == 'Basic realm="gateway"'
         [failure] = env.records("auth_failure")
         assert failure["network"] == {"application": "proxy"}
+    finally:
+        await env.close()
+
+
+async def test_close_after_drain_keeps_to_the_grace_counted_from_the_drain(
+    tmp_path, make_config
+) -> None:
+    """serve drains the proxy at SIGTERM and closes it only after the API drained; the
+    tunnels' grace must not start again at close (the whole shutdown stays within it)."""
+    env = await start_env(tmp_path, make_config, server=ServerConfig(shutdown_grace=1.0))
+    env.proxy.proxy_config = ProxyConfig(connect_ports=(env.tls_port,), require_tls=False)
+    try:
+        reader, writer, head = await open_tunnel(env, f"site.example.com:{env.tls_port}")
+        assert head.startswith(b"HTTP/1.1 200")
+        await env.proxy.drain()
+        await asyncio.sleep(1.2)  # the grace is over; the tunnel is still open
+        assert env.proxy.tunnels
+        await asyncio.wait_for(env.proxy.close(), 0.8)  # ends it at once, no second grace
+        [closed] = await wait_for_records(env, "tunnel_close")
+        assert closed["tunnel"]["end"] == "shutdown"
+        writer.close()
     finally:
         await env.close()
