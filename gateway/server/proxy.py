@@ -20,7 +20,7 @@ import hmac
 import ipaddress
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from gateway.errors import (
@@ -114,17 +114,19 @@ def authenticate_basic(state: PolicyState, header: str | None) -> ClientIdentity
     return client
 
 
-def claimed_user(header: str | None) -> str | None:
-    """The user name of a Basic credential, for the audit record of a failure."""
+def claimed_user(header: str | None, known_ids: Collection[str]) -> str | None:
+    """The client id a failed Basic credential claimed, for its audit record: only when it is
+    a configured client id, since a user name field may carry a secret (`curl -U token:`)."""
     if not header:
         return None
     scheme, _, value = header.strip().partition(" ")
     if scheme.lower() != "basic":
         return None
     try:
-        return base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")[0]
+        user = base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")[0]
     except (binascii.Error, UnicodeDecodeError):
         return None
+    return user if user in known_ids else None
 
 
 def one_line(text: str, limit: int = 400) -> str:
@@ -877,7 +879,7 @@ class Exchange:
         record = auth_failure_record(
             transport="proxy",
             message=error.message,
-            client_hint=claimed_user(header),
+            client_hint=claimed_user(header, {c.id for c in self.proxy.services.state.clients}),
             source=self.conn.peer,
             request_id=self.event_id,
         )

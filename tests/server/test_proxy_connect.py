@@ -293,6 +293,32 @@ async def test_connect_needs_credentials_when_clients_exist(tmp_path, make_confi
         await env.close()
 
 
+@pytest.mark.parametrize(
+    ("user", "claimed"),
+    [("agent", "agent"), ("sk-secret-in-the-user-field", None)],
+    ids=["configured-id", "anything-else"],
+)
+async def test_auth_failure_names_only_a_configured_client_id(
+    tmp_path, make_config, user, claimed
+) -> None:
+    """A user name field may carry a secret (`curl -U token:`): headers never reach the log."""
+    import base64
+
+    env = await start_env(tmp_path, make_config, clients=(("agent", "tok", ClientLimits()),))
+    try:
+        credential = base64.b64encode(f"{user}:wrong".encode()).decode()
+        await raw_exchange(
+            env.port,
+            f"CONNECT site.example.com:{env.tls_port} HTTP/1.1\r\nProxy-Authorization: Basic {credential}\r\n\r\n".encode(),
+            read_timeout=1,
+        )
+        [failure] = env.records("auth_failure")
+        assert failure["client"]["claimed"] == claimed
+        assert "sk-secret" not in str(failure)
+    finally:
+        await env.close()
+
+
 async def test_close_after_drain_keeps_to_the_grace_counted_from_the_drain(
     tmp_path, make_config
 ) -> None:
