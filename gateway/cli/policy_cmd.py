@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.policy.addresses import IPAddress
-from gateway.policy.engine import Decision, Reason, decide_addresses, decide_url
+from gateway.policy.engine import Decision, Reason, decide_answer, decide_url
 from gateway.policy.load import PolicyValidationError, load_policy_file
 from gateway.policy.model import Policy
 from gateway.policy.urls import Target
@@ -148,7 +148,7 @@ def judge(
         addresses = (target.ip,)
     if not addresses:
         return Verdict(decision)
-    checked = decide_addresses(policy, target, addresses)
+    checked = decide_answer(policy, target.port, addresses)
     if not checked.allowed or checked.rule.startswith("networks.allow["):
         return Verdict(checked, tuple(addresses))
     return Verdict(decision, tuple(addresses))

@@ -268,17 +268,6 @@ def decide_address(
     return _allow(policy, "networks")
 
 
-def decide_addresses(
-    policy: Policy,
-    target: Target,
-    addresses: Sequence[IPAddress],
-    *,
-    own_addresses: Collection[tuple[IPNetwork, int]] = (),
-) -> Decision:
-    """Step 4 for a whole DNS answer: any blocked address refuses the name."""
-    return decide_answer(policy, target.port, addresses, own_addresses=own_addresses)
-
-
 def decide_answer(
     policy: Policy,
     port: int,

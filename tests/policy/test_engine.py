@@ -10,7 +10,7 @@ import pytest
 from gateway.policy.engine import (
     Reason,
     decide_address,
-    decide_addresses,
+    decide_answer,
     decide_content_type,
     decide_tool,
     decide_url,
@@ -279,11 +279,11 @@ def test_decide_address_own_listening_address() -> None:
     assert mapped.reason is Reason.OWN_ADDRESS
 
 
-def test_decide_addresses_one_bad_answer_refuses_the_name() -> None:
+def test_decide_answer_one_bad_answer_refuses_the_name() -> None:
     _, target = decide_url(ALLOWLIST, "https://docs.python.org/")
     assert target is not None
     answer = [ipaddress.ip_address("93.184.216.34"), ipaddress.ip_address("10.0.0.5")]
-    decision = decide_addresses(ALLOWLIST, target, answer)
+    decision = decide_answer(ALLOWLIST, target.port, answer)
     assert (decision.allowed, decision.reason, decision.rule) == (
         False,
         Reason.PRIVATE_ADDRESS,
