@@ -16,9 +16,10 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from gateway.search.failures import ErrorClass
+from gateway.search.transport import MAX_RETRY_AFTER
 
 DEFAULT_RATE_LIMIT_COOLING = 60.0
-MAX_COOLING = 600.0
+MAX_COOLING = MAX_RETRY_AFTER
 FAILURE_COOLING = 60.0
 FAILURES_BEFORE_COOLING = 2
 

@@ -28,7 +28,12 @@ from gateway.errors import (
     UpstreamTimeoutError,
     UpstreamUnreachableError,
 )
-from gateway.search.transport import ProviderRequest, ProviderResponse, ProviderTransportError
+from gateway.search.transport import (
+    ProviderRequest,
+    ProviderResponse,
+    ProviderTransportError,
+    retry_after_seconds,
+)
 
 RESPONSES_PATH = "/v1/responses"
 MAX_CITATIONS = 200
@@ -118,7 +123,7 @@ def error_for(response: ProviderResponse) -> GatewayError:
     if status == 429:
         return RateLimitedError(
             "xAI is rate-limiting the gateway's X searches; retry after the Retry-After delay",
-            retry_after=retry_after_seconds(response.headers.get("Retry-After")),
+            retry_after=_retry_after(response),
         )
     if status == 410:
         return UpstreamError(
@@ -147,6 +152,11 @@ def error_for(response: ProviderResponse) -> GatewayError:
     if status == 503:
         return UpstreamError("xAI is temporarily unavailable (HTTP 503); try again later")
     return UpstreamError(f"xAI answered HTTP {status}{': ' + detail if detail else ''}")
+
+
+def _retry_after(response: ProviderResponse) -> float:
+    wait = retry_after_seconds(response)
+    return DEFAULT_RETRY_AFTER if wait is None else wait
 
 
 def _is_credit(status: int, detail: str) -> bool:
@@ -180,14 +190,6 @@ def scrub(text: str) -> str:
     text = _KEY_SHAPED.sub("REDACTED", text)
     text = "".join(ch if ch.isprintable() else " " for ch in text)
     return " ".join(text.split())[:MAX_PROVIDER_MESSAGE]
-
-
-def retry_after_seconds(value: str | None) -> float:
-    """Seconds from a Retry-After header (delta-seconds; dates and junk get the default)."""
-    value = (value or "").strip()
-    if value.isascii() and value.isdigit():  # isdigit alone admits '²', which int() refuses
-        return float(min(int(value[:9]), 3600))  # int() refuses over 4300 digits
-    return DEFAULT_RETRY_AFTER
 
 
 def parse_response(response: ProviderResponse) -> XSearchAnswer:

@@ -13,7 +13,7 @@ from aiohttp import web
 from gateway.config import XSearchConfig
 from gateway.provenance.markers import sanitize, unwrap
 from gateway.runtime import Services
-from gateway.search.xai import code_point_span, remap_offsets, retry_after_seconds
+from gateway.search.xai import code_point_span, remap_offsets
 from gateway.server.app import make_app
 from tests.conftest import loopback_policy
 from tests.server.conftest import audit_records
@@ -494,21 +494,3 @@ def test_nonsense_offsets_are_dropped_or_clamped() -> None:
     assert code_point_span("short", 9, 3, "u") is None
     assert code_point_span("short", 50, 60, "u") is None
     assert code_point_span("short", 1, 60, "u") == ((1, 5), "code_points")
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        pytest.param("7", 7.0, id="seconds"),
-        pytest.param("99999", 3600.0, id="capped"),
-        pytest.param("9" * 5000, 3600.0, id="five-thousand-digits"),
-        pytest.param("\xb2", None, id="latin1-superscript-two"),
-        pytest.param(None, None, id="absent"),
-    ],
-)
-def test_retry_after_seconds_reads_only_short_ascii_digits(
-    value: str | None, expected: float | None
-) -> None:
-    from gateway.search.xai import DEFAULT_RETRY_AFTER
-
-    assert retry_after_seconds(value) == (DEFAULT_RETRY_AFTER if expected is None else expected)

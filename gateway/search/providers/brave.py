@@ -20,10 +20,14 @@ from gateway.search.providers.decoding import (
     load_json_or_none,
     query_with_site_operators,
     raw_results,
-    retry_after_seconds,
 )
 from gateway.search.query import Freshness, RawResult, SearchQuery
-from gateway.search.transport import ProviderRequest, ProviderResponse
+from gateway.search.transport import (
+    MAX_RETRY_AFTER,
+    ProviderRequest,
+    ProviderResponse,
+    retry_after_seconds,
+)
 
 DEFAULT_BASE_URL = "https://api.search.brave.com"
 _FRESHNESS = {
@@ -110,7 +114,7 @@ def _reset_values(response: ProviderResponse) -> list[float]:
     for part in raw.split(",")[:4]:
         part = part.strip()
         if part.isascii() and part.isdigit():
-            values.append(float(min(int(part[:9]), 10**8)))
+            values.append(min(float(int(part[:9])), MAX_RETRY_AFTER))
     return values
 
 

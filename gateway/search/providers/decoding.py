@@ -19,14 +19,14 @@ from lxml import html as lxml_html
 
 from gateway.search.failures import ErrorClass, ProviderError
 from gateway.search.query import RawResult, SearchQuery
-from gateway.search.transport import ProviderResponse
+from gateway.search.transport import MAX_RETRY_AFTER, ProviderResponse, retry_after_seconds
 
 MAX_PARSED_RESULTS = 50
 MAX_TITLE_CHARS = 300
 MAX_SNIPPET_CHARS = 1000
 MAX_MESSAGE_CHARS = 200
 # A quota that is spent will not come back within seconds: cool for the longest allowed time.
-QUOTA_RETRY_AFTER = 600.0
+QUOTA_RETRY_AFTER = MAX_RETRY_AFTER
 HTML_USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
 
 _TAG = re.compile(r"<[^>]{0,500}>")
@@ -78,24 +78,6 @@ def keyed_failure(response: ProviderResponse, text: str) -> ProviderError:
 def error_text(response: ProviderResponse, message: Any) -> str:
     """The provider's own error message as an excerpt, or else an excerpt of the body."""
     return excerpt(message) if message is not None else excerpt(response.body)
-
-
-def retry_after_seconds(response: ProviderResponse) -> float | None:
-    """Retry-After as seconds (or an HTTP-date, measured from the response's own Date)."""
-    raw = response.headers.get("Retry-After")
-    if not raw:
-        return None
-    raw = raw.strip()
-    if raw.isascii() and raw.isdigit():  # str.isdigit alone admits '²', which int() refuses
-        return float(min(int(raw[:9]), 10**8))
-    try:
-        when = parsedate_to_datetime(raw)
-        sent = parsedate_to_datetime(response.headers.get("Date", ""))
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None or sent.tzinfo is None:
-        return None
-    return max((when - sent).total_seconds(), 0.0)
 
 
 def load_json(response: ProviderResponse) -> Any:

@@ -24,10 +24,14 @@ from gateway.search.providers.decoding import (
     load_json_object,
     load_json_or_none,
     raw_results,
-    retry_after_seconds,
 )
 from gateway.search.query import RawResult, SearchQuery
-from gateway.search.transport import ProviderRequest, ProviderResponse
+from gateway.search.transport import (
+    MAX_RETRY_AFTER,
+    ProviderRequest,
+    ProviderResponse,
+    retry_after_seconds,
+)
 
 DEFAULT_BASE_URL = "https://api.tavily.com"
 # Tavily's `country` is a lower-case English name and only these are worth a table here.
@@ -94,7 +98,7 @@ def _failure(response: ProviderResponse) -> ProviderError:
         wait = retry_after_seconds(response)
         hinted = dig(keyless, "retry_after_seconds")
         if wait is None and isinstance(hinted, int | float) and not isinstance(hinted, bool):
-            wait = float(hinted)
+            wait = min(max(float(hinted), 0.0), MAX_RETRY_AFTER)
         return ProviderError(ErrorClass.RATE_LIMITED, f"HTTP 429: {text}", wait)
     return keyed_failure(response, text)
 

@@ -13,7 +13,6 @@ from gateway.search.providers.decoding import (
     keyed_failure,
     load_json_object,
     raw_results,
-    retry_after_seconds,
     unexpected_status,
 )
 from gateway.search.transport import ProviderResponse
@@ -102,17 +101,3 @@ def test_unexpected_status_leaves_401_to_its_class() -> None:
 )
 def test_error_text(message: str | None, expected: str) -> None:
     assert error_text(_response(400, b"raw   body"), message) == expected
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        pytest.param("12", 12.0, id="seconds"),
-        pytest.param("\xb2", None, id="latin1-superscript-two"),
-        pytest.param("\u0663", None, id="arabic-indic-digit"),
-        pytest.param("soon", None, id="words"),
-    ],
-)
-def test_retry_after_seconds_takes_only_ascii_digits(value: str, expected: float | None) -> None:
-    response = ProviderResponse(429, {"Retry-After": value}, b"")
-    assert retry_after_seconds(response) == expected
