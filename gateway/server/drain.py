@@ -44,7 +44,7 @@ CUT_OFF = web.AppKey("cut_off", CutOff)
 @web.middleware
 async def audit_cut_offs(request: web.Request, handler: Handler) -> web.StreamResponse:
     services = request.app[SERVICES]
-    spec = next((s for s in services.tools.all() if s.path == request.path), None)
+    spec = services.tools.at_path(request.path)
     task = asyncio.current_task()
     if spec is None or request.method != "POST" or task is None:
         return await handler(request)

@@ -34,12 +34,18 @@ class ToolSpec:
 class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, ToolSpec] = {}
+        self._by_path: dict[str, ToolSpec] = {}
 
     def add(self, spec: ToolSpec) -> None:
         self._tools[spec.name] = spec
+        self._by_path[spec.path] = spec
 
     def get(self, name: str) -> ToolSpec | None:
         return self._tools.get(name)
+
+    def at_path(self, path: str) -> ToolSpec | None:
+        """The tool whose HTTP API path is `path` (a lookup every API request makes)."""
+        return self._by_path.get(path)
 
     def all(self) -> list[ToolSpec]:
         return list(self._tools.values())
