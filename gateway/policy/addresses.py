@@ -8,6 +8,7 @@ decide (on 3.11 they get several ranges wrong).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -222,6 +223,19 @@ def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     outright, whatever it carries."""
     found = _find_embedding(int(ip))
     return None if found is None else ipaddress.IPv4Address(found[1])
+
+
+_MAPPED_PREFIX = ipaddress.IPv6Network("::ffff:0:0/96")
+
+
+@functools.lru_cache(maxsize=1024)
+def mapped_ipv4_network(network: ipaddress.IPv6Network) -> ipaddress.IPv4Network | None:
+    """The IPv4 network an IPv6 network inside ::ffff:0:0/96 maps (`::ffff:10.0.0.0/104` is
+    10.0.0.0/8), else None. Only the mapped form: a NAT64 or 6to4 address reaches a
+    translator, not the IPv4 host itself, and a wider network (`::/0`) names IPv6 space."""
+    if network.prefixlen < 96 or not network.subnet_of(_MAPPED_PREFIX):
+        return None
+    return ipaddress.IPv4Network((int(network.network_address) & _LOW32, network.prefixlen - 96))
 
 
 def is_metadata_address(ip: IPAddress) -> bool:

@@ -38,7 +38,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from gateway.policy.addresses import AddressKind, IPAddress, classify_address, embedded_ipv4
+from gateway.policy.addresses import (
+    AddressKind,
+    IPAddress,
+    classify_address,
+    embedded_ipv4,
+    mapped_ipv4_network,
+)
 from gateway.policy.model import Action, IPNetwork, Mode, Policy
 from gateway.policy.urls import InvalidURLError, Target, UnsupportedSchemeError, parse_url
 
@@ -314,10 +320,12 @@ def _in_network(ip: IPAddress, network: Any) -> bool:
     if ip.version == network.version:
         return ip in network
     # An IPv6 form of an IPv4 address (mapped, NAT64, …) is judged by the IPv4 rules too.
-    if ip.version == 6 and network.version == 4:
+    if ip.version == 6:
         inner = embedded_ipv4(ip)
         return inner is not None and inner in network
-    return False
+    # An IPv4-mapped network (::ffff:10.0.0.0/104) names the IPv4 addresses it maps.
+    mapped = mapped_ipv4_network(network)
+    return mapped is not None and ip in mapped
 
 
 def _is_own(ip: IPAddress, port: int, own: Collection[tuple[IPNetwork, int]]) -> bool:

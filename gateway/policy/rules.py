@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from gateway.policy import hosts
-from gateway.policy.addresses import looks_numeric_host
+from gateway.policy.addresses import looks_numeric_host, mapped_ipv4_network
 from gateway.policy.hosts import (
     HostPattern,
     PatternError,
@@ -24,6 +24,7 @@ from gateway.policy.hosts import (
 )
 from gateway.policy.model import (
     DomainRule,
+    IPNetwork,
     NetworkRule,
 )
 from gateway.policy.yamlissues import Severity
@@ -216,9 +217,7 @@ def check_cross_lists(w: Walker, domains: Section, networks: Section) -> None:
     if networks.valid("allow", "deny"):
         for rule, node in networks["allow"]:
             for deny, _ in networks["deny"]:
-                if rule.network.version == deny.network.version and rule.network.subnet_of(
-                    deny.network
-                ):
+                if _deny_covers(deny.network, rule.network):
                     w.warning(
                         node,
                         "conflicting_rule",
@@ -226,6 +225,20 @@ def check_cross_lists(w: Walker, domains: Section, networks: Section) -> None:
                         f"{deny.network} denies it (deny wins)",
                     )
                     break
+
+
+def _deny_covers(deny: IPNetwork, allow: IPNetwork) -> bool:
+    """Whether the deny CIDR matches every address the allow CIDR matches, as the engine
+    compares them: an IPv4 CIDR also matches the IPv6 forms of its addresses, an IPv4-mapped
+    IPv6 CIDR also the IPv4 addresses it maps."""
+    allow_ipv4 = mapped_ipv4_network(allow) if allow.version == 6 else None
+    if allow.version != deny.version:
+        # Only a mapped allow lies inside an IPv4 deny: other IPv6 space, whole; an IPv4
+        # allow also reaches IPv6 forms (NAT64, 6to4) that a mapped deny does not name.
+        return allow_ipv4 is not None and allow_ipv4.subnet_of(deny)  # type: ignore[arg-type]
+    if not allow.subnet_of(deny):  # type: ignore[arg-type]
+        return False
+    return allow_ipv4 is None or mapped_ipv4_network(deny) is not None
 
 
 def _covering_deny(

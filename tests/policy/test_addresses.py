@@ -23,6 +23,7 @@ from gateway.policy.addresses import (
     embedded_ipv4,
     is_metadata_address,
     looks_numeric_host,
+    mapped_ipv4_network,
     parse_ipv4_literal,
 )
 
@@ -222,6 +223,27 @@ def test_tables_are_exactly_the_contracts() -> None:
 )
 def test_labels(address: str, expected: AddressClass) -> None:
     assert classify_address(ipaddress.ip_address(address)) == expected
+
+
+@pytest.mark.parametrize(
+    ("network", "expected"),
+    [
+        ("::ffff:10.0.0.0/104", "10.0.0.0/8"),
+        ("::ffff:a14:0/112", "10.20.0.0/16"),
+        ("::ffff:169.254.169.254/128", "169.254.169.254/32"),
+        ("::ffff:0:0/96", "0.0.0.0/0"),
+        ("::fffe:0:0/95", None),  # holds the mapped block, but names IPv6 space
+        ("::/0", None),
+        ("::a00:0/104", None),  # IPv4-compatible, not mapped
+        ("64:ff9b::a00:0/104", None),  # NAT64 reaches a translator, not the IPv4 host
+        ("::ffff:0:a00:0/104", None),  # SIIT
+        ("2001:db8::/32", None),
+    ],
+    ids=lambda v: str(v),
+)
+def test_mapped_ipv4_network(network: str, expected: str | None) -> None:
+    result = mapped_ipv4_network(ipaddress.IPv6Network(network))
+    assert result == (None if expected is None else ipaddress.IPv4Network(expected))
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from gateway.policy.engine import (
     decide_tool,
     decide_url,
 )
-from gateway.policy.model import Action, Mode, ResultsHandling, ToolSettings
+from gateway.policy.model import Action, Mode, Policy, ResultsHandling, ToolSettings
 from tests.policy.conftest import make_policy
 
 ALLOWLIST = make_policy(
@@ -277,6 +277,49 @@ def test_decide_address_own_listening_address() -> None:
         policy, ipaddress.ip_address("::ffff:127.0.0.2"), 8080, own_addresses=own
     )
     assert mapped.reason is Reason.OWN_ADDRESS
+
+
+# IPv4-mapped IPv6 CIDRs (::ffff:a.b.c.d/96+n) name the IPv4 addresses they map, too.
+MAPPED = make_policy(
+    name="mapped",
+    allow=["mirror.example"],
+    net_allow=["::ffff:10.20.0.0/112"],
+    net_deny=["::ffff:93.184.216.0/120", "2606:4700::/32"],
+)
+IPV6_DENIED = make_policy(name="ipv6-denied", net_deny=["::/0"])
+
+
+@pytest.mark.parametrize(
+    ("policy", "address", "allowed", "reason", "rule"),
+    [
+        (MAPPED, "10.20.0.7", True, None, "networks.allow[0]"),
+        (MAPPED, "::ffff:10.20.0.7", True, None, "networks.allow[0]"),
+        (MAPPED, "10.21.0.1", False, Reason.PRIVATE_ADDRESS, "networks.block_private"),
+        # Only the mapped form: NAT64 of 10.20.0.7 is another destination (a translator).
+        (MAPPED, "64:ff9b::a14:7", False, Reason.PRIVATE_ADDRESS, "networks.block_private"),
+        (MAPPED, "93.184.216.34", False, Reason.NETWORK_DENIED, "networks.deny[0]"),
+        (MAPPED, "::ffff:93.184.216.34", False, Reason.NETWORK_DENIED, "networks.deny[0]"),
+        (MAPPED, "93.184.217.1", True, None, "networks"),
+        (MAPPED, "2606:4700::1", False, Reason.NETWORK_DENIED, "networks.deny[1]"),
+        (MAPPED, "169.254.169.254", False, Reason.METADATA_ADDRESS, "networks.metadata"),
+        # `::/0` names IPv6 space, not every IPv4 address through the mapped block.
+        (IPV6_DENIED, "93.184.216.34", True, None, "networks"),
+        (IPV6_DENIED, "::ffff:93.184.216.34", False, Reason.NETWORK_DENIED, "networks.deny[0]"),
+    ],
+    ids=lambda v: v.name if hasattr(v, "sha256") else str(v),
+)
+def test_mapped_networks_apply_to_ipv4(
+    policy: Policy, address: str, allowed: bool, reason: Reason | None, rule: str
+) -> None:
+    decision = decide_address(policy, ipaddress.ip_address(address), 443)
+    assert (decision.allowed, decision.reason, decision.rule) == (allowed, reason, rule)
+
+
+def test_mapped_network_allows_an_ipv4_literal() -> None:
+    decision, _ = decide_url(MAPPED, "http://10.20.0.7/")
+    assert (decision.allowed, decision.rule) == (True, "networks.allow[0]")
+    decision, _ = decide_url(MAPPED, "http://10.21.0.7/")
+    assert decision.reason is Reason.IP_LITERAL_NOT_ALLOWED
 
 
 def test_decide_answer_one_bad_answer_refuses_the_name() -> None:
