@@ -238,6 +238,26 @@ def mapped_ipv4_network(network: ipaddress.IPv6Network) -> ipaddress.IPv4Network
     return ipaddress.IPv4Network((int(network.network_address) & _LOW32, network.prefixlen - 96))
 
 
+def metadata_range_holding(network: IPNetwork) -> AddressRange | None:
+    """The metadata row that holds every address of `network`, also through an IPv6
+    embedding (`::ffff:169.254.0.0/112`, 6to4 `2002:a9fe::/32`), else None: such a network
+    names only addresses that are refused whatever `networks.allow` says."""
+    first, last = int(network.network_address), int(network.broadcast_address)
+    version = network.version
+    if version == 6:
+        for embedding in EMBEDDINGS:
+            if embedding.first <= first and last <= embedding.last:
+                # The embedded field's varying bits are its low bits (or all of it), so the
+                # IPv4 addresses carried form the interval between the two ends' values.
+                ends = sorted((embedding.extract(first), embedding.extract(last)))
+                first, last, version = ends[0], ends[1], 4
+                break
+    for row in METADATA_RANGES:
+        if row.network.version == version and row.first <= first and last <= row.last:
+            return row
+    return None
+
+
 def is_metadata_address(ip: IPAddress) -> bool:
     return classify_address(ip).kind is AddressKind.METADATA
 

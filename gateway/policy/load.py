@@ -29,7 +29,12 @@ from gateway.policy.model import (
     Timeouts,
     ToolSettings,
 )
-from gateway.policy.rules import check_cross_lists, domain_rules, network_rules
+from gateway.policy.rules import (
+    check_cross_lists,
+    check_network_allow,
+    domain_rules,
+    network_rules,
+)
 from gateway.policy.yamlissues import Issue, Severity, SourceError, sort_issues
 from gateway.policy.yamlsource import compose, read_bounded
 from gateway.policy.yamlwalk import (
@@ -272,6 +277,7 @@ def _compile(
     domains, networks = top["domains"], top["networks"]
     timeouts, limits = top["timeouts"], top["limits"]
     check_cross_lists(w, domains, networks)
+    check_network_allow(w, networks)
     if timeouts.valid("connect", "total") and timeouts["total"] < timeouts["connect"]:
         w.error(
             timeouts.nodes["total"] if "total" in timeouts.nodes else timeouts.nodes.get("connect"),

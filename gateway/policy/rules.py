@@ -13,7 +13,11 @@ from typing import Any, TypeVar
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from gateway.policy import hosts
-from gateway.policy.addresses import looks_numeric_host, mapped_ipv4_network
+from gateway.policy.addresses import (
+    looks_numeric_host,
+    mapped_ipv4_network,
+    metadata_range_holding,
+)
 from gateway.policy.hosts import (
     HostPattern,
     PatternError,
@@ -225,6 +229,22 @@ def check_cross_lists(w: Walker, domains: Section, networks: Section) -> None:
                         f"{deny.network} denies it (deny wins)",
                     )
                     break
+
+
+def check_network_allow(w: Walker, networks: Section) -> None:
+    """A `networks.allow` entry that names only cloud metadata addresses never applies: they
+    are refused whatever `networks.allow` says (CONTRACT 3.2). A warning, like a dead rule."""
+    if not networks.valid("allow"):
+        return
+    for rule, node in networks["allow"]:
+        row = metadata_range_holding(rule.network)
+        if row is not None:
+            w.warning(
+                node,
+                "ineffective_rule",
+                f"{rule.rule_id} {rule.network} never applies: every address in it is in "
+                f"{row.network}, a {row.label}; those are refused whatever networks.allow says",
+            )
 
 
 def _deny_covers(deny: IPNetwork, allow: IPNetwork) -> bool:

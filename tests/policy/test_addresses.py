@@ -24,6 +24,7 @@ from gateway.policy.addresses import (
     is_metadata_address,
     looks_numeric_host,
     mapped_ipv4_network,
+    metadata_range_holding,
     parse_ipv4_literal,
 )
 
@@ -223,6 +224,32 @@ def test_tables_are_exactly_the_contracts() -> None:
 )
 def test_labels(address: str, expected: AddressClass) -> None:
     assert classify_address(ipaddress.ip_address(address)) == expected
+
+
+@pytest.mark.parametrize(
+    ("network", "expected"),
+    [
+        ("169.254.169.254/32", "169.254.0.0/16"),
+        ("169.254.0.0/16", "169.254.0.0/16"),
+        ("169.254.0.0/15", None),  # 169.255/16 is not metadata
+        ("100.100.100.200/32", "100.100.100.200/32"),
+        ("100.100.100.0/24", None),
+        ("fd00:ec2::254/128", "fd00:ec2::254/128"),
+        ("fd00:ec2::/64", None),
+        ("::ffff:a9fe:a9fe/128", "169.254.0.0/16"),
+        ("::a9fe:0/112", "169.254.0.0/16"),  # IPv4-compatible
+        ("64:ff9b::a83f:8110/128", "168.63.129.16/32"),  # NAT64
+        ("2002:a9fe::/32", "169.254.0.0/16"),  # 6to4
+        ("2002:a9fe::/31", None),
+        ("2001:0:1:2:3:4:5601:5601/128", "169.254.0.0/16"),  # Teredo, client inverted
+        ("::ffff:0:0/96", None),
+        ("10.0.0.0/8", None),
+    ],
+    ids=lambda v: str(v),
+)
+def test_metadata_range_holding(network: str, expected: str | None) -> None:
+    row = metadata_range_holding(ipaddress.ip_network(network))
+    assert (None if row is None else str(row.network)) == expected
 
 
 @pytest.mark.parametrize(
