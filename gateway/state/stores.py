@@ -2,8 +2,9 @@
 gateway/search (`SearchCache`, `HealthStore`, `IdStore`), shared by every replica.
 
 Values are JSON (never pickle: whoever can write to Redis must not be able to run code here).
-While Redis is down the cache is skipped, and health and ids live in this process until it
-is back, so searching keeps working on one replica's view.
+While Redis is down the cache is skipped and health lives in this process until it is back,
+so searching keeps working on one replica's view; ids do too with `on_failure: open`, and
+with `closed` storing them fails the search (`UnavailableError`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Generic, TypeVar
 import orjson
 from redis.exceptions import WatchError
 
+from gateway.errors import UnavailableError
 from gateway.search.cache import CacheStats
 from gateway.search.failures import ErrorClass
 from gateway.search.health import Clock, InMemoryHealthStore, ProviderHealth, next_health
@@ -23,6 +25,7 @@ from gateway.state.connection import REDIS_FAILURES, SharedState
 V = TypeVar("V")
 HEALTH_TTL_S = 86_400  # a provider nobody asked for a day starts untested again
 HEALTH_RETRIES = 8
+IDS_UNAVAILABLE_RETRY_S = 5.0
 STATS_SCAN_LIMIT = 10  # SCAN calls per stats() at most: the entry count is approximate
 
 
@@ -230,6 +233,15 @@ class RedisIdStore:
                 return
             except REDIS_FAILURES as exc:
                 self._shared.mark_down(exc)
+        if self._shared.fail_closed:
+            # Kept here, the ids would be unknown to every other worker and replica: the
+            # search fails rather than hand out ids a later fetch may not find.
+            self._shared.metrics.fallback("ids", "refused")
+            raise UnavailableError(
+                "shared state (Redis) is unreachable, so the search result ids cannot be "
+                "stored for every replica; refusing (state.on_failure: closed)",
+                retry_after=IDS_UNAVAILABLE_RETRY_S,
+            )
         self._shared.metrics.fallback("ids", "local")
         await self._local.remember(client_id, pairs)
 

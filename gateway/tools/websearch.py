@@ -2,8 +2,9 @@
 
 The engine's answer is shared by every client (it is cached); the policy filter, the ids a
 client may fetch, the nonce and the envelope are made per request, after the cache, so no
-client ever sees another's filtered view. One audit record per call counts what was filtered;
-it is written before the answer is returned (fail closed).
+client ever sees another's filtered view. The result ids are stored before anything is
+recorded as a success; one audit record per call counts what was filtered, and it is written
+before the answer is returned (fail closed).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import orjson
 
 from gateway.audit.log import AuditLog
 from gateway.audit.redaction import redact_text
-from gateway.errors import UpstreamError
+from gateway.errors import GatewayError, UnavailableError, UpstreamError
 from gateway.policy.engine import Decision, decide_address, decide_tool, decide_url
 from gateway.policy.model import Policy, ResultsHandling
 from gateway.provenance.dsse import Signer
@@ -44,6 +45,7 @@ DESCRIPTION = (
     "provider really filtered by time. Results the gateway's policy does not allow are left "
     "out (counted in filtered.policy); warnings name providers that failed before one answered."
 )
+IDS_RETRY_AFTER = 5.0  # seconds an agent is told to wait when result ids could not be stored
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +122,33 @@ class WebSearchTool:
         }
         if view.unenforced:
             summary["unenforced_denials"] = view.unenforced
-        self._audit.append(tool_record(action, ctx, decision=decision, search=summary))
-        # Only now, with the call on record, may its results be fetched by id.
-        if answer.allowed:
-            await self._ids.remember(
-                ctx.client_label, [(r.result.id, r.result.url) for r in answer.allowed]
+        # Ids first: a response must never promise ids that cannot be fetched, so a store
+        # that fails fails the call, on record. (Ids left by a call whose success record
+        # then fails to write are harmless: an id only names a URL this policy allows, and
+        # fetching it is decided and audited again.)
+        try:
+            if answer.allowed:
+                await self._ids.remember(
+                    ctx.client_label, [(r.result.id, r.result.url) for r in answer.allowed]
+                )
+        except Exception as exc:  # any store failure: fail closed, never answer
+            failure = (
+                exc
+                if isinstance(exc, GatewayError)
+                else UnavailableError(
+                    f"the search result ids could not be stored ({type(exc).__name__}), so "
+                    'the results would not be fetchable as "id:<id>"; try again',
+                    retry_after=IDS_RETRY_AFTER,
+                )
             )
+            summary["ids_stored"] = False
+            self._audit.append(
+                tool_record(action, ctx, decision=decision, error=failure, search=summary)
+            )
+            if failure is exc:
+                raise
+            raise failure from exc
+        self._audit.append(tool_record(action, ctx, decision=decision, search=summary))
         return answer
 
     def _respond(

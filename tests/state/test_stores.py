@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from gateway.errors import UnavailableError
 from gateway.search.failures import ErrorClass
 from gateway.search.health import HealthState
 from gateway.state.stores import RedisHealthStore, RedisIdStore, RedisSearchCache
@@ -75,7 +76,7 @@ async def test_result_ids_resolve_on_the_other_replica_for_the_same_client(conne
 async def test_with_redis_down_cache_is_skipped_and_the_rest_stays_local(
     connect, redis_server
 ) -> None:
-    shared = await connect()
+    shared = await connect(on_failure="open")
     search_cache, ids = cache(shared), RedisIdStore(shared, 60, time.monotonic)
     health = RedisHealthStore(shared, time.time)
     await redis_server.stop()
@@ -89,3 +90,19 @@ async def test_with_redis_down_cache_is_skipped_and_the_rest_stays_local(
     assert (await health.get("ddg")).state_at(time.time()) is HealthState.COOLING
     text = shared.metrics.registry_text()
     assert 'gateway_shared_state_fallbacks_total{action="skipped",store="search_cache"}' in text
+
+
+async def test_with_redis_down_and_failing_closed_ids_are_refused_not_kept_locally(
+    connect, redis_server
+) -> None:
+    shared = await connect(on_failure="closed")
+    ids = RedisIdStore(shared, 60, time.monotonic)
+    await redis_server.stop()
+    for _ in range(2):  # the failing round trip, then the known-down state
+        with pytest.raises(UnavailableError) as refused:
+            await ids.remember("agent", [("abc", "https://docs.example/a")])
+        assert "on_failure: closed" in refused.value.message and refused.value.retry_after
+    assert not shared.available
+    assert await ids.resolve("agent", "abc") is None
+    text = shared.metrics.registry_text()
+    assert 'gateway_shared_state_fallbacks_total{action="refused",store="ids"} 2.0' in text

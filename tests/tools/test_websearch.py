@@ -12,7 +12,7 @@ import pytest
 from multidict import CIMultiDict
 
 from gateway.audit.log import AuditLog
-from gateway.errors import AuditWriteError
+from gateway.errors import AuditWriteError, UnavailableError
 from gateway.policy.load import load_policy_file
 from gateway.provenance.markers import new_nonce, unwrap, wrap
 from gateway.search.canonical import SearchResult, canonical_url, result_id
@@ -100,14 +100,88 @@ async def test_report_mode_keeps_would_be_denials_and_records_them(tmp_path, aud
     assert await ids.resolve("c", body["results"][1]["id"]) == "https://denied.example.org/b"
 
 
-async def test_audit_failure_refuses_and_remembers_no_ids(tmp_path) -> None:
+async def test_audit_failure_refuses(tmp_path) -> None:
     closed = AuditLog(str(tmp_path / "never-opened.jsonl"), instance_id="t", version="0")
-    ids = InMemoryIdStore(60, lambda: 0.0)
-    tool = make_tool(closed, ids)
+    tool = make_tool(closed)
     ctx = CallContext(policy(tmp_path, "plain"), client_id="c")
     with pytest.raises(AuditWriteError):
         await tool.call(ctx, {"query": "q"})
-    assert len(ids) == 0
+
+
+class RecordsSeen:
+    """An id store that notes how many audit records existed when it was asked to store."""
+
+    def __init__(self, audit: AuditLog) -> None:
+        self._audit = audit
+        self.seen: list[int] = []
+        self._ids = InMemoryIdStore(60, lambda: 0.0)
+
+    async def remember(self, client_id: str, entries) -> None:  # type: ignore[no-untyped-def]
+        self.seen.append(len(records(self._audit)))
+        await self._ids.remember(client_id, entries)
+
+    async def resolve(self, client_id: str, result_id: str) -> str | None:
+        return await self._ids.resolve(client_id, result_id)
+
+
+async def test_ids_are_stored_before_the_success_record(tmp_path, audit) -> None:
+    ids = RecordsSeen(audit)
+    body = await make_tool(audit, ids).call(
+        CallContext(policy(tmp_path, "plain"), client_id="c"), {"query": "q"}
+    )
+    assert ids.seen == [0]
+    assert await ids.resolve("c", body["results"][0]["id"]) == "https://docs.example.com/a"
+    (record,) = records(audit)
+    assert record["event"]["outcome"] == "success"
+
+
+class BrokenIds:
+    """An id store whose backend fails as a store can: its own error, or a foreign one."""
+
+    def __init__(self, failure: Exception) -> None:
+        self._failure = failure
+
+    async def remember(self, client_id: str, entries) -> None:  # type: ignore[no-untyped-def]
+        raise self._failure
+
+    async def resolve(self, client_id: str, result_id: str) -> str | None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("failure", "words"),
+    [
+        pytest.param(ConnectionError("reset"), "ids could not be stored (ConnectionError)",
+                     id="foreign-error"),
+        pytest.param(UnavailableError("Redis down; refusing", retry_after=5), "Redis down",
+                     id="store-refuses"),
+    ],
+)  # fmt: skip
+async def test_a_failing_id_store_fails_the_call_on_record(
+    tmp_path, audit, failure: Exception, words: str
+) -> None:
+    tool = make_tool(audit, BrokenIds(failure))
+    ctx = CallContext(policy(tmp_path, "plain"), client_id="c")
+    with pytest.raises(UnavailableError) as caught:
+        await tool.call(ctx, {"query": "q"})
+    assert words in caught.value.message
+    assert caught.value.retry_after
+    (record,) = records(audit)  # the failure, and no success before it
+    assert (record["event"]["outcome"], record["event"]["type"]) == ("failure", ["error"])
+    assert record["error"]["code"] == "unavailable"
+    assert words in record["error"]["message"]
+    assert record["search"]["ids_stored"] is False
+    assert record["search"]["results"] == 1
+
+
+async def test_no_allowed_results_need_no_id_store(tmp_path, audit) -> None:
+    tool = make_tool(audit, BrokenIds(ConnectionError("never asked")))
+    (tmp_path / "nothing.yaml").write_text("name: nothing\n")  # allows no URL
+    nothing = load_policy_file(tmp_path / "nothing.yaml")[0]
+    body = await tool.call(CallContext(nothing, client_id="c"), {"query": "q"})
+    assert body["results"] == []
+    (record,) = records(audit)
+    assert record["event"]["outcome"] == "success"
 
 
 async def test_render_text_numbers_results_under_a_provenance_header(tmp_path, audit) -> None:
