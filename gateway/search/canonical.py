@@ -2,7 +2,8 @@
 
 Canonical form: http(s) only, no userinfo, lower-case A-label host without a trailing dot,
 no default port, no fragment, no tracking parameters; an empty path becomes "/". An http and
-an https copy of one URL are one result, shown as https. Nothing here touches the network.
+an https copy of one URL on the default ports are one result, shown as https; on an explicit
+port they are two origins and stay two. Nothing here touches the network.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def result_id(canonical: str) -> str:
 
 
 def dedup(results: Iterable[SearchResult]) -> tuple[list[SearchResult], int]:
-    """Drop repeats of a canonical URL (http and https twins too), keeping the first rank.
+    """Drop repeats of a canonical URL (http and https twins on default ports too), keeping
+    the first rank.
 
     When a later twin is https and the kept one http, the kept entry takes the https URL.
     Returns the kept results and how many were dropped.
@@ -105,8 +107,17 @@ def dedup(results: Iterable[SearchResult]) -> tuple[list[SearchResult], int]:
 
 
 def _twin_key(url: str) -> str:
-    """The URL without its scheme, so http and https copies collide (default ports are gone)."""
-    return url.split("://", 1)[-1]
+    """The URL without its scheme, so http and https copies on their default ports collide.
+
+    A canonical URL keeps a port only when it is not its scheme's default; with one, http
+    and https are different origins (a TLS service and a plain one on the same port), so
+    the key keeps the scheme and they never merge.
+    """
+    try:
+        explicit = yarl.URL(url).explicit_port is not None
+    except (ValueError, TypeError, UnicodeError):
+        explicit = True  # not canonical: merge it with nothing
+    return url if explicit else url.split("://", 1)[-1]
 
 
 def _strip_tracking(raw_query: str) -> str:
