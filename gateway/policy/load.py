@@ -255,9 +255,10 @@ _POLICY_FIELDS: dict[str, Field] = {
     ),
     "limits": section_field(
         {
-            "max_response_bytes": integer_field(_LIMITS.max_response_bytes, minimum=0),
-            "default_max_chars": integer_field(_LIMITS.default_max_chars, minimum=0),
-            "max_chars": integer_field(_LIMITS.max_chars, minimum=0),
+            # 0 would refuse every non-empty body, or return no text at all: never meant.
+            "max_response_bytes": integer_field(_LIMITS.max_response_bytes, minimum=1),
+            "default_max_chars": integer_field(_LIMITS.default_max_chars, minimum=1),
+            "max_chars": integer_field(_LIMITS.max_chars, minimum=1),
             "content_types": Field(
                 _list_of(_content_type, shown=lambda _, node: repr(node.value)),
                 DEFAULT_CONTENT_TYPES,
