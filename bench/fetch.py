@@ -298,6 +298,9 @@ def main() -> None:
     )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--profile", action="store_true", help="py-spy the gateway afterwards")
+    parser.add_argument(
+        "--only", nargs="+", choices=["raw", "markdown"], help="measure only these gateway modes"
+    )
     args = parser.parse_args()
 
     page = article_page()
@@ -363,6 +366,11 @@ def main() -> None:
                 slow=True,
             ),
         ]
+        if args.only:
+            # Each gateway mode keeps the yardstick it is judged against.
+            keep = {DIRECT, BARE, *([RAW] if "raw" in args.only else [])}
+            keep |= {MARKDOWN, TRAFILATURA} if "markdown" in args.only else set()
+            targets = [target for target in targets if target.name in keep]
         notes = check_targets(targets, page)
         print(
             f"page: {len(page)} bytes of HTML at {PAGE_PATH}; {args.rounds} rounds; "
@@ -386,7 +394,7 @@ def main() -> None:
 
         if args.profile:
             spy = py_spy_binary(folder)
-            for target in targets[2:4]:
+            for target in [t for t in targets if t.name in (RAW, MARKDOWN)]:
                 profile(spy, target, max(args.concurrency), 
                         args.slow_requests * 3 if target.slow else args.requests * 3,
                         folder / f"profile-{target.name.split()[1]}.txt")  # fmt: skip
@@ -415,6 +423,8 @@ def report(
         base = cells[(concurrency, BARE)]
         for target in targets:
             runs = cells[(concurrency, target.name)]
+            if not runs:
+                continue
             print(
                 f"| {concurrency} | {target.name} "
                 f"| {median([c.result.rps for c in runs]):.0f} "
@@ -440,6 +450,8 @@ def report(
             (MARKDOWN, TRAFILATURA, MARKDOWN_TARGET),
         ):
             runs, base = cells[(concurrency, name)], cells[(concurrency, base_name)]
+            if not runs or not base:
+                continue  # not measured (--only)
             ratio = ratio_per_round(runs, base)
             print(
                 f"c={concurrency}: {name} / {base_name} req/s = {ratio:.2f} "

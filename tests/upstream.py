@@ -39,6 +39,12 @@ def make_upstream() -> web.Application:
     async def text(request: web.Request) -> web.Response:
         return web.Response(text=request.query.get("body", "plain text"), content_type="text/plain")
 
+    @routes.get("/bytes")
+    async def raw_bytes(request: web.Request) -> web.Response:
+        # The body as hex digits and the Content-Type as given: any bytes under any label.
+        body = bytes.fromhex(request.query["hex"])
+        return web.Response(body=body, headers={"Content-Type": request.query["type"]})
+
     @routes.get("/json")
     async def json_(request: web.Request) -> web.Response:
         return web.Response(body=b'{"b": 1, "a": [1, 2]}', content_type="application/json")

@@ -131,10 +131,29 @@ def looks_like_html(head: bytes) -> bool:
     return _HTML_START.match(head[:1024]) is not None
 
 
+# Codecs that read ASCII bytes as ASCII: a pure-ASCII body in one of them is its own UTF-8.
+_ASCII_SUPERSETS = frozenset({"utf-8", "cp1252", "ascii", "iso8859-1", "iso8859-15"})
+
+
 def decode_text(body: bytes, content_type: str) -> str:
     """The body as text; undecodable bytes become U+FFFD, so this never raises."""
+    return decode_text_utf8(body, content_type)[0]
+
+
+def decode_text_utf8(body: bytes, content_type: str) -> tuple[str, bytes | None]:
+    """The body as text, and that text's UTF-8 encoding when the body already holds it.
+
+    A valid UTF-8 body (after its BOM) is its own text's encoding: callers that need the
+    encoding (the sanitiser, hashing) then skip encoding 100 KB again.
+    """
     codec, skip = sniff_encoding(body, content_type)
+    data = body[skip:] if skip else body
+    if codec == "utf-8" or (codec in _ASCII_SUPERSETS and data.isascii()):
+        try:
+            return data.decode("utf-8"), data
+        except UnicodeDecodeError:
+            pass  # broken bytes: replaced below, and the text is no longer the body
     try:
-        return body[skip:].decode(codec, errors="replace")
+        return data.decode(codec, errors="replace"), None
     except (LookupError, ValueError):  # a codec that decodes differently than it looked up
-        return body[skip:].decode("utf-8", errors="replace")
+        return data.decode("utf-8", errors="replace"), None

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.extract.charset import decode_text, is_html_type, looks_like_html, media_type
+from gateway.extract.charset import (
+    decode_text_utf8,
+    is_html_type,
+    looks_like_html,
+    media_type,
+)
 from gateway.extract.content import (
     ATTEMPTS,
     ENOUGH_CONTENT_CHARS,
@@ -37,6 +42,8 @@ class Document:
     headings: tuple[tuple[int, str], ...]  # (level, text) of the main content's headings
     text: str  # the extracted text (Markdown for HTML in auto/markdown)
     mode: str  # the mode actually applied: "markdown" | "text" | "raw" | "json"
+    # `text` in UTF-8 when that came for free (a valid UTF-8 body taken as it is), else None
+    utf8: bytes | None = field(default=None, compare=False, repr=False)
 
 
 def is_json_type(mtype: str) -> bool:
@@ -52,7 +59,8 @@ def extract(
     deadline = None if deadline_s is None else time.monotonic() + deadline_s
     mtype = media_type(content_type)
     if mode == "raw":
-        return Document(None, None, (), decode_text(body, content_type), "raw")
+        text, utf8 = decode_text_utf8(body, content_type)
+        return Document(None, None, (), text, "raw", utf8)
     html = is_html_type(mtype) or (
         mode == "markdown"
         and mtype in ("", "application/octet-stream", "text/plain")
@@ -62,12 +70,12 @@ def extract(
         return _extract_html(
             body, content_type, markdown=mode != "text", deadline=deadline, whole=mode == "page"
         )
-    text = decode_text(body, content_type)
+    text, utf8 = decode_text_utf8(body, content_type)
     if mode != "text" and is_json_type(mtype):
         pretty = pretty_json(text)
         if pretty is not None:
             return Document(None, None, (), pretty, "json")
-    return Document(None, None, (), text, "text")
+    return Document(None, None, (), text, "text", utf8)
 
 
 def _check(deadline: float | None) -> None:

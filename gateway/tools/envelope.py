@@ -54,8 +54,9 @@ def normalize_content_type(raw: str | None) -> str | None:
 def display_url(url: str | yarl.URL) -> str:
     """A URL re-quoted in percent-encoded form (no <, >, quotes, spaces, controls), capped."""
     text = str(url)
-    with contextlib.suppress(ValueError):
-        text = str(yarl.URL(text))
+    if not isinstance(url, yarl.URL):  # a yarl.URL prints in its quoted form already
+        with contextlib.suppress(ValueError):
+            text = str(yarl.URL(text))
     return source_attribute(text)[:MAX_URL_CHARS]
 
 

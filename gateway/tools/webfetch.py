@@ -67,6 +67,7 @@ class Page:
     title: str | None
     headings: tuple[tuple[int, str], ...]
     text: str
+    text_sha256: str  # of the whole text in UTF-8: a call for all of it needs no new hash
     marker_lookalikes: int
     invisible_chars: int
     decision: Decision
@@ -76,17 +77,28 @@ class Page:
     cached: bool = False
 
 
-Prepared = tuple[Document, Sanitized, str | None, tuple[tuple[int, str], ...]]
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    document: Document
+    clean: Sanitized
+    text_sha256: str  # of clean.text in UTF-8
+    title: str | None
+    headings: tuple[tuple[int, str], ...]
 
 
-def prepare(body: bytes, content_type: str, mode: str) -> Prepared:
-    """The extracted document, its sanitised text, title and headings."""
+def prepare(body: bytes, content_type: str, mode: str, body_sha256: str = "") -> Prepared:
+    """The extracted document, its sanitised text and that text's hash, title and headings."""
     document = extract(body, content_type, mode, deadline_s=EXTRACT_DEADLINE)
     title = sanitize(document.title).text if document.title else None
     headings = tuple(
         (level, sanitize(text).text) for level, text in document.headings[:MAX_HEADINGS]
     )
-    return document, sanitize(document.text), title, headings
+    clean = sanitize(document.text, utf8=document.utf8)
+    data = clean.utf8 if clean.utf8 is not None else clean.text.encode()
+    # A raw UTF-8 page the sanitiser left alone is the body itself, already hashed.
+    same_as_body = data is body and bool(body_sha256)
+    text_sha256 = body_sha256 if same_as_body else hashlib.sha256(data).hexdigest()
+    return Prepared(document, clean, text_sha256, title, headings)
 
 
 class FetchCache:
@@ -169,12 +181,14 @@ class WebFetchTool:
         trace = FetchTrace(requested=target, current=target)
         try:
             result = await self._fetcher.fetch_traced(policy, trace, FetchOptions())
-            prepared = await self._prepare(result.body, result.content_type or "", mode)
+            prepared = await self._prepare(
+                result.body, result.content_type or "", mode, result.body_sha256
+            )
         except GatewayError as error:
             self._audit.append(self._failure_record(action, ctx, url, trace, error, decision))
             raise
         final_decision = trace.redirects[-1].decision if trace.redirects else decision
-        document, clean_text, title, headings = prepared
+        document, clean_text = prepared.document, prepared.clean
         page = Page(
             requested_url=url,
             final_url=display_url(result.target.url),
@@ -187,9 +201,10 @@ class WebFetchTool:
             body_bytes=len(result.body),
             body_sha256=result.body_sha256,
             extract_mode=document.mode,
-            title=title,
-            headings=headings,
+            title=prepared.title,
+            headings=prepared.headings,
             text=clean_text.text,
+            text_sha256=prepared.text_sha256,
             marker_lookalikes=clean_text.marker_lookalikes,
             invisible_chars=clean_text.invisible_chars,
             decision=final_decision,
@@ -215,10 +230,12 @@ class WebFetchTool:
         start = args.get("start_index", 0)
         total = len(page.text)
         piece = page.text[start : start + max_chars]
+        # A fresh 128-bit nonce is never in the text; `wrap` refuses one that is.
         nonce = new_nonce()
-        while nonce in page.text:  # a fresh 128-bit nonce never is; re-draw if it were
-            nonce = new_nonce()
-        content_sha256 = hashlib.sha256(piece.encode("utf-8")).hexdigest()
+        if len(piece) == total:
+            content_sha256 = page.text_sha256
+        else:
+            content_sha256 = hashlib.sha256(piece.encode("utf-8")).hexdigest()
         source = page.final_url
         envelope: dict[str, Any] = {
             "v": 1,
@@ -270,7 +287,9 @@ class WebFetchTool:
             )
         return url
 
-    async def _prepare(self, body: bytes, content_type: str, mode: str) -> Prepared:
+    async def _prepare(
+        self, body: bytes, content_type: str, mode: str, body_sha256: str
+    ) -> Prepared:
         """Extraction and sanitising, both CPU-bound on large or hostile pages, off the loop.
 
         A small body, or a body that needs no HTML parsing (raw mode, plain text, JSON) up to
@@ -281,9 +300,11 @@ class WebFetchTool:
         limit = INLINE_PREPARE_BYTES if needs_parsing else INLINE_TEXT_BYTES
         try:
             if len(body) <= limit:
-                return prepare(body, content_type, mode)
+                return prepare(body, content_type, mode, body_sha256)
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._executor, prepare, body, content_type, mode)
+            return await loop.run_in_executor(
+                self._executor, prepare, body, content_type, mode, body_sha256
+            )
         except ExtractError as exc:
             raise UpstreamError(f"the page could not be extracted: {exc}") from exc
 

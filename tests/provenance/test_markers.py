@@ -558,6 +558,27 @@ def test_wrapped_sanitised_text_has_exactly_one_block(text: str) -> None:
     assert unwrap(wrapped, nonce) == clean.text
 
 
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(any_text)
+@example("plain ascii, nothing to do")
+@example("caf\u00e9 \u2014 d\u00e9j\u00e0 vu")
+def test_the_utf8_it_is_given_or_gives_is_the_texts_own(text: str) -> None:
+    """Given the text's UTF-8, the result is the same; the UTF-8 it hands back is its text's."""
+    if any("\ud800" <= char <= "\udfff" for char in text):
+        return  # lone surrogates have no UTF-8; callers only pass bytes decoded from UTF-8
+    alone = sanitize(text)
+    helped = sanitize(text, utf8=text.encode())
+    assert (helped.text, helped.marker_lookalikes, helped.invisible_chars) == (
+        alone.text,
+        alone.marker_lookalikes,
+        alone.invisible_chars,
+    )
+    for result in (alone, helped):
+        assert result.utf8 is None or result.utf8 == result.text.encode()
+    if alone.text == text and "\r" not in text:
+        assert helped.utf8 is not None  # nothing changed: the bytes come back for hashing
+
+
 def _tight_fold_without_neutral_brackets(line: str) -> str:
     # ‹ and › are what the sanitiser writes, so count only the brackets it left behind.
     probe = line.replace("‹", "\x01").replace("›", "\x02")

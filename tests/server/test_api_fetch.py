@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from urllib.parse import urlencode
 
 import pytest
 
@@ -360,13 +361,17 @@ async def test_health_ready_status(client, services) -> None:
     assert status["client"] is None and status["version"]
 
 
-async def test_fetch_cache_answers_repeat_calls(upstream, write_policy, make_config, aiohttp_client) -> None:
+async def test_fetch_cache_answers_repeat_calls(
+    upstream, write_policy, make_config, aiohttp_client
+) -> None:
     from gateway.config import FetchConfig
     from gateway.runtime import Services
     from gateway.server.app import make_app
     from tests.conftest import loopback_policy
 
-    services = Services(make_config(write_policy(loopback_policy(upstream.port)), fetch=FetchConfig(cache_ttl=60)))
+    services = Services(
+        make_config(write_policy(loopback_policy(upstream.port)), fetch=FetchConfig(cache_ttl=60))
+    )
     services.open()
     try:
         client = await aiohttp_client(make_app(services))
@@ -407,3 +412,32 @@ async def test_cached_answer_audits_this_calls_url(
         assert [r["url"]["original"] for r in records] == [url, respelled]
     finally:
         await services.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "start", "text"),
+    [
+        ("caf\u00e9 \u2014 ok\n".encode(), "text/plain; charset=utf-8", 0, "caf\u00e9 \u2014 ok\n"),
+        (b"\xef\xbb\xbfwith a BOM", "text/plain", 0, "with a BOM"),
+        (b"line one\r\nline two", "text/plain", 0, "line one\nline two"),
+        (b"caf\xe9", "text/plain; charset=iso-8859-1", 0, "caf\u00e9"),
+        (b"ascii in latin-1", "text/plain; charset=iso-8859-1", 0, "ascii in latin-1"),
+        (b"broken \xff bytes", "text/plain; charset=utf-8", 0, "broken \ufffd bytes"),
+        (b"<|im_start|>system", "text/plain", 0, "\u2039|im_start|\u203asystem"),
+        ("d\u00e9j\u00e0 vu, paged".encode(), "text/plain", 3, "\u00e0 vu, paged"),
+    ],
+    ids=["utf8", "bom", "crlf", "latin1", "ascii-latin1", "broken", "neutralised", "paged"],
+)
+@pytest.mark.parametrize("mode", ["raw", "text"])
+async def test_content_sha256_is_of_the_text_between_the_markers(
+    client, upstream, body: bytes, content_type: str, start: int, text: str, mode: str
+) -> None:
+    """Whatever path the text took (the body as is, decoded, cleaned, paged), the digest fits."""
+    url = page_url(upstream, "/bytes") + "?" + urlencode({"hex": body.hex(), "type": content_type})
+    response, answer = await post_fetch(client, url=url, extract_mode=mode, start_index=start)
+    assert response.status == 200, answer
+    env = answer["envelope"]
+    content = unwrap(answer["content"], env["marker"])
+    assert content == text
+    assert env["content_sha256"] == hashlib.sha256(text.encode()).hexdigest()
+    assert env["body_sha256"] == hashlib.sha256(body).hexdigest()
