@@ -112,6 +112,7 @@ class Verdict:
     decision: Decision
     addresses: tuple[IPAddress, ...] = ()
     lookup_error: str | None = None
+    note: str | None = None  # e.g. why --method was not checked
 
     @property
     def verdict(self) -> str:
@@ -141,17 +142,36 @@ def judge(
     A denial at any step decides. On an allow the URL's rule stands, unless an address passed
     only through a `networks.allow` exemption: then that rule is the one that mattered.
     """
-    decision, target = decide_url(policy, url, tool=tool, method=method)
+    decision, target, note = decide_proxied(policy, url, tool=tool, method=method)
     if not decision.allowed or target is None:
-        return Verdict(decision)
+        return Verdict(decision, note=note)
     if target.ip is not None:
         addresses = (target.ip,)
     if not addresses:
-        return Verdict(decision)
+        return Verdict(decision, note=note)
     checked = decide_answer(policy, target.port, addresses)
     if not checked.allowed or checked.rule.startswith("networks.allow["):
-        return Verdict(checked, tuple(addresses))
-    return Verdict(decision, tuple(addresses))
+        return Verdict(checked, tuple(addresses), note=note)
+    return Verdict(decision, tuple(addresses), note=note)
+
+
+def decide_proxied(
+    policy: Policy, url: str, *, tool: str, method: str | None
+) -> tuple[Decision, Target | None, str | None]:
+    """Steps 1-3, with `methods` only where the gateway sees the method, as the proxy does:
+    a plain http:// request. An https URL reaches the proxy as a CONNECT tunnel, decided by
+    host, port and addresses; the method travels inside TLS. The note says so."""
+    decision, target = decide_url(policy, url, tool=tool, method=method)
+    if method is None or target is None or target.scheme == "http":
+        return decision, target, None
+    scheme = target.scheme
+    decision, target = decide_url(policy, url, tool=tool)
+    note = (
+        f"methods not checked for {method}: an {scheme} URL goes through a CONNECT "
+        "tunnel, where the gateway never sees the method (methods applies to plain-http "
+        "proxy requests only)"
+    )
+    return decision, target, note
 
 
 def resolve(target: Target) -> tuple[IPAddress, ...]:
@@ -187,14 +207,14 @@ def run_explain(args: argparse.Namespace) -> int:
 def _resolve_and_judge(
     policy: Policy, url: str, verdict: Verdict, *, tool: str, method: str | None
 ) -> Verdict:
-    decision, target = decide_url(policy, url, tool=tool, method=method)
+    decision, target, note = decide_proxied(policy, url, tool=tool, method=method)
     # A denied name never reaches DNS, here as in the gateway; IP literals need no lookup.
     if not decision.allowed or target is None or target.ip is not None:
         return verdict
     try:
         addresses = resolve(target)
     except (OSError, UnicodeError, ValueError) as exc:
-        return Verdict(decision, lookup_error=f"lookup of {target.host} failed: {exc}")
+        return Verdict(decision, lookup_error=f"lookup of {target.host} failed: {exc}", note=note)
     return judge(policy, url, tool=tool, method=method, addresses=addresses)
 
 
@@ -207,6 +227,7 @@ def _explain_record(url: str, verdict: Verdict, *, resolved: bool) -> dict[str, 
         "enforced": verdict.decision.enforced or verdict.lookup_error is not None,
         "message": verdict.decision.message,
         "detail": verdict.decision.detail,
+        "note": verdict.note,
     }
     if resolved:
         record["addresses"] = [str(ip) for ip in verdict.addresses]
@@ -224,6 +245,8 @@ def _explain_text(url: str, verdict: Verdict) -> str:
         lines.append(f"  {decision.describe()}")
     if verdict.addresses:
         lines.append(f"  addresses: {', '.join(str(ip) for ip in verdict.addresses)}")
+    if verdict.note:
+        lines.append(f"  note: {verdict.note}")
     return "\n".join(lines)
 
 

@@ -160,6 +160,7 @@ def test_explain_json(
         "enforced": True,
         "message": message,
         "detail": record["detail"],
+        "note": None,
     }
 
 
@@ -214,6 +215,51 @@ def test_explain_tool_flag(capsys: pytest.CaptureFixture[str], policy: Path) -> 
         "tool_disabled",
         "tools.XSearch.enabled",
     )
+
+
+METHODS = [
+    # (id, url, method, decision, reason, rule, method checked)
+    ("http POST", "http://docs.python.org/", "POST", "deny", "method_not_allowed", "methods", True),
+    ("http GET", "http://docs.python.org/", "GET", "allow", None, "domains.allow[0]", True),
+    # https goes through a CONNECT tunnel: the gateway never sees the method.
+    ("https POST", "https://docs.python.org/", "POST", "allow", None, "domains.allow[0]", False),
+    (
+        "https DELETE denied host",
+        "https://example.com/",
+        "DELETE",
+        "deny",
+        "domain_not_allowed",
+        "default",
+        False,
+    ),
+    ("https literal", "https://10.20.0.7/", "PUT", "allow", None, "networks.allow[0]", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("url", "method", "decision", "reason", "rule", "checked"),
+    [m[1:] for m in METHODS],
+    ids=[m[0] for m in METHODS],
+)
+def test_explain_method_applies_to_plain_http_only(
+    capsys: pytest.CaptureFixture[str],
+    policy: Path,
+    url: str,
+    method: str,
+    decision: str,
+    reason: str | None,
+    rule: str,
+    checked: bool,
+) -> None:
+    _, out, _ = run(capsys, "policy", "explain", "--json", "--method", method, policy, url)
+    record = json.loads(out)
+    assert (record["decision"], record["reason"], record["rule"]) == (decision, reason, rule)
+    if checked:
+        assert record["note"] is None
+    else:
+        assert "CONNECT" in record["note"] and method in record["note"]
+    _, text, _ = run(capsys, "policy", "explain", "--method", method, policy, url)
+    assert ("note: methods not checked" in text) == (not checked)
 
 
 def test_explain_broken_policy_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -337,6 +383,7 @@ CASES = """\
 - {url: "https://mirror.internal.example/", expect: allow, rule: "networks.allow[0]", addresses: [10.20.0.7]}
 - {url: "https://docs.python.org/", expect: deny, reason: tool_disabled, tool: XSearch}
 - {url: "http://docs.python.org/", expect: deny, reason: method_not_allowed, method: POST}
+- {url: "https://docs.python.org/", expect: allow, method: POST}
 - {url: "http://169.254.169.254/", expect: deny, reason: ip_literal_not_allowed}
 - url: https://mirror.internal.example/
   addresses: [10.20.0.7, 169.254.169.254]
@@ -350,7 +397,7 @@ def test_cases_pass(capsys: pytest.CaptureFixture[str], policy: Path, tmp_path: 
     cases = tmp_path / "research.tests.yaml"
     cases.write_text(CASES)
     status, out, _ = run(capsys, "policy", "test", policy, cases)
-    assert (status, out) == (0, "8 passed, 0 failed\n")
+    assert (status, out) == (0, "9 passed, 0 failed\n")
 
 
 def test_cases_failures_are_listed_with_their_line(
