@@ -191,7 +191,7 @@ def build_document(tools: list[ToolSpec]) -> dict[str, Any]:
         "get": {
             **_operation(
                 "Readiness (503 while draining or broken)",
-                responses.HEALTH_RESPONSE,
+                responses.READY_RESPONSE,
                 (503,),
                 public=True,
             ),

@@ -1,8 +1,9 @@
 """JSON Schemas of the tools' and endpoints' response bodies (CONTRACT 5), for `/openapi.json`.
 
-The request schemas live in `tools/schema.py`; these describe what comes back. They name
-every field the contract promises and its type, and leave room for additions (no
-`additionalProperties: false`), so a client generated from them keeps working.
+The request schemas live in `tools/schema.py`; these describe what comes back, exactly: every
+field the code always writes is required, and no object admits a field the code does not
+write (`additionalProperties: false`), so a field that goes missing, or one added without
+being documented here, fails the conformance tests that validate real responses.
 """
 
 from __future__ import annotations
@@ -17,35 +18,49 @@ _BOOL = {"type": "boolean"}
 _NULLABLE_STR = {"type": ["string", "null"]}
 _NULLABLE_INT = {"type": ["integer", "null"]}
 _HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+_TIME = {"type": "string", "description": "UTC, ISO 8601"}
+_NULLABLE_TIME = {"type": ["string", "null"], "description": "UTC, ISO 8601"}
 
 
 def _object(required: list[str], **properties: Any) -> Schema:
-    return {"type": "object", "required": required, "properties": properties}
+    """A closed object: `required` always present, nothing beyond `properties`."""
+    missing = set(required) - set(properties)
+    if missing:
+        raise ValueError(f"required but not described: {sorted(missing)}")
+    return {
+        "type": "object",
+        "required": required,
+        "properties": properties,
+        "additionalProperties": False,
+    }
 
+
+def _const(value: str) -> Schema:
+    return {"type": "string", "const": value}
+
+
+ERROR_CODES = [
+    "invalid_request",
+    "unauthorized",
+    "policy_denied",
+    "tool_disabled",
+    "not_found",
+    "wrong_method",
+    "request_too_large",
+    "rate_limited",
+    "response_too_large",
+    "upstream_unreachable",
+    "upstream_error",
+    "unavailable",
+    "upstream_timeout",
+    "internal_error",
+]
 
 ERROR = _object(
     ["error"],
     error=_object(
         ["code", "message", "reason", "rule", "request_id"],
-        code={
-            "type": "string",
-            "enum": [
-                "invalid_request",
-                "unauthorized",
-                "policy_denied",
-                "tool_disabled",
-                "not_found",
-                "wrong_method",
-                "request_too_large",
-                "rate_limited",
-                "response_too_large",
-                "upstream_unreachable",
-                "upstream_error",
-                "unavailable",
-                "upstream_timeout",
-                "internal_error",
-            ],
-        },
+        code={"type": "string", "enum": ERROR_CODES},
         message=_STR,
         reason=_NULLABLE_STR,
         rule=_NULLABLE_STR,
@@ -82,15 +97,15 @@ DSSE = {
 _ENVELOPE_COMMON = {
     "v": {"type": "integer", "const": 1},
     "id": _STR,
-    "tool": _STR,
     "client": _NULLABLE_STR,
-    "fetched_at": _STR,
+    "fetched_at": _TIME,
     "content_sha256": _HEX64,
     "policy": POLICY_SUMMARY,
-    "trust": {"type": "string", "const": "untrusted"},
+    "trust": _const("untrusted"),
     "marker": {"type": "string", "pattern": "^[0-9a-f]{24,}$"},
     "sanitized": SANITIZED,
 }
+_ENVELOPE_REQUIRED = list(_ENVELOPE_COMMON)
 
 WRAPPED = {
     "type": "string",
@@ -98,34 +113,56 @@ WRAPPED = {
     "<<<END_UNTRUSTED_WEB_CONTENT nonce=…>>> lines (CONTRACT 5.5).",
 }
 
-FETCH_RESPONSE = _object(
-    ["envelope", "title", "headings", "content"],
-    envelope=_object(
-        ["v", "id", "tool", "final_url", "status", "content_sha256", "marker", "policy"],
-        **_ENVELOPE_COMMON,
-        requested_url=_STR,
-        requested_id=_STR,
-        final_url=_STR,
-        redirects={"type": "array", "items": _object(["status", "url"], status=_INT, url=_STR)},
-        status=_INT,
-        content_type=_NULLABLE_STR,
-        body_bytes=_INT,
-        body_sha256=_HEX64,
-        extract_mode=_STR,
-        start_index=_INT,
-        chars=_INT,
-        total_chars=_INT,
-        truncated=_BOOL,
-        cached=_BOOL,
-    ),
-    title={"anyOf": [WRAPPED, {"type": "null"}]},
-    headings={"type": "array", "items": _object(["level", "text"], level=_INT, text=WRAPPED)},
-    content=WRAPPED,
-    dsse=DSSE,
+FETCH_ENVELOPE = _object(
+    [
+        *_ENVELOPE_REQUIRED,
+        "tool",
+        "requested_url",
+        "final_url",
+        "redirects",
+        "status",
+        "content_type",
+        "body_bytes",
+        "body_sha256",
+        "extract_mode",
+        "start_index",
+        "chars",
+        "total_chars",
+        "truncated",
+        "cached",
+    ],
+    **_ENVELOPE_COMMON,
+    tool=_const("WebFetch"),
+    requested_url=_STR,
+    requested_id={**_STR, "description": 'Only for a url given as "id:<id>".'},
+    final_url=_STR,
+    redirects={"type": "array", "items": _object(["status", "url"], status=_INT, url=_STR)},
+    status=_INT,
+    content_type=_NULLABLE_STR,
+    body_bytes=_INT,
+    body_sha256=_HEX64,
+    extract_mode=_STR,
+    start_index=_INT,
+    chars=_INT,
+    total_chars=_INT,
+    truncated=_BOOL,
+    cached=_BOOL,
 )
 
+_FETCH_FIELDS = {
+    "envelope": FETCH_ENVELOPE,
+    "title": {"anyOf": [WRAPPED, {"type": "null"}]},
+    "headings": {"type": "array", "items": _object(["level", "text"], level=_INT, text=WRAPPED)},
+    "content": WRAPPED,
+    "dsse": DSSE,
+}
+FETCH_RESPONSE = _object(["envelope", "title", "headings", "content"], **_FETCH_FIELDS)
+
 _RESULT_POLICY = _object(
-    ["decision", "reason", "rule"], decision=_STR, reason=_NULLABLE_STR, rule=_NULLABLE_STR
+    ["decision", "reason", "rule"],
+    decision=_const("deny"),
+    reason=_NULLABLE_STR,
+    rule=_NULLABLE_STR,
 )
 
 SEARCH_RESPONSE = _object(
@@ -154,7 +191,7 @@ SEARCH_RESPONSE = _object(
     query_year=_NULLABLE_INT,
     freshness_auto_inferred=_BOOL,
     deduped=_INT,
-    filtered=_object([], policy=_INT, domains=_INT),
+    filtered=_object(["policy", "domains"], policy=_INT, domains=_INT),
     results={
         "type": "array",
         "items": _object(
@@ -165,41 +202,59 @@ SEARCH_RESPONSE = _object(
             snippet=WRAPPED,
             domain=_NULLABLE_STR,
             published_at=_NULLABLE_STR,
-            policy=_RESULT_POLICY,
+            policy={**_RESULT_POLICY, "description": "Only with results: mark, on a denied one."},
         ),
     },
-    envelope=_object(["v", "id", "tool", "content_sha256", "marker", "policy"], **_ENVELOPE_COMMON),
+    envelope=_object(
+        [*_ENVELOPE_REQUIRED, "tool", "query", "provider", "results", "cached"],
+        **_ENVELOPE_COMMON,
+        tool=_const("WebSearch"),
+        query=_STR,
+        provider=_NULLABLE_STR,
+        results=_INT,
+        cached=_BOOL,
+    ),
     dsse=DSSE,
 )
 
+RESEARCH_PAGE = _object(
+    ["envelope", "title", "headings", "content", "rank"], **_FETCH_FIELDS, rank=_INT
+)
+RESEARCH_FAILED_PAGE = _object(
+    ["url", "rank", "error"],
+    url=_STR,
+    rank=_INT,
+    error=_object(
+        ["code", "message", "reason"],
+        code={"type": "string", "enum": ERROR_CODES},
+        message=_STR,
+        reason=_NULLABLE_STR,
+    ),
+)
 RESEARCH_RESPONSE = _object(
     ["search", "pages"],
     search=SEARCH_RESPONSE,
-    pages={
-        "type": "array",
-        "items": {
-            "anyOf": [
-                {**FETCH_RESPONSE, "properties": {**FETCH_RESPONSE["properties"], "rank": _INT}},
-                _object(
-                    ["url", "rank", "error"],
-                    url=_STR,
-                    rank=_INT,
-                    error=_object(
-                        ["code", "message"], code=_STR, message=_STR, reason=_NULLABLE_STR
-                    ),
-                ),
-            ]
-        },
-    },
+    pages={"type": "array", "items": {"oneOf": [RESEARCH_PAGE, RESEARCH_FAILED_PAGE]}},
 )
 
 X_SEARCH_RESPONSE = _object(
     ["envelope", "text", "citations", "provider", "backend", "model", "diagnostics"],
     envelope=_object(
-        ["v", "id", "tool", "provider", "backend", "model", "content_sha256", "marker"],
+        [
+            *_ENVELOPE_REQUIRED,
+            "tool",
+            "provider",
+            "backend",
+            "model",
+            "chars",
+            "citations",
+            "citations_sha256",
+            "filtered",
+        ],
         **_ENVELOPE_COMMON,
-        provider={"type": "string", "const": "xai"},
-        backend={"type": "string", "const": "x_search"},
+        tool=_const("XSearch"),
+        provider=_const("xai"),
+        backend=_const("x_search"),
         model=_STR,
         chars=_INT,
         citations=_INT,
@@ -219,14 +274,32 @@ X_SEARCH_RESPONSE = _object(
                 "for a source the answer consulted but does not cite inline.",
             },
             end_index={**_NULLABLE_INT, "description": "Exclusive end, in code points."},
-            policy={**_RESULT_POLICY, "description": "Only with results: mark."},
+            policy={
+                **_object(
+                    ["decision", "reason", "rule", "enforced"],
+                    decision=_const("deny"),
+                    reason=_STR,
+                    rule=_STR,
+                    enforced=_BOOL,
+                ),
+                "description": "A denied citation kept by results: mark, or one report mode "
+                "let pass (enforced false).",
+            },
         ),
     },
-    provider={"type": "string", "const": "xai"},
-    backend={"type": "string", "const": "x_search"},
+    provider=_const("xai"),
+    backend=_const("x_search"),
     model=_STR,
     diagnostics=_object(
-        ["request_id", "latency_ms", "server_side_tool_calls"],
+        [
+            "request_id",
+            "latency_ms",
+            "status",
+            "server_side_tool_calls",
+            "server_side_tools_used",
+            "offset_unit",
+            "unsourced",
+        ],
         request_id=_NULLABLE_STR,
         latency_ms=_INT,
         status=_NULLABLE_STR,
@@ -239,7 +312,7 @@ X_SEARCH_RESPONSE = _object(
 )
 
 EXPLAIN_RESPONSE = _object(
-    ["url", "decision", "reason", "rule", "enforced", "policy"],
+    ["url", "decision", "reason", "rule", "enforced", "message", "policy"],
     url=_STR,
     decision={"type": "string", "enum": ["allow", "deny"]},
     reason=_NULLABLE_STR,
@@ -247,19 +320,76 @@ EXPLAIN_RESPONSE = _object(
     enforced=_BOOL,
     message=_NULLABLE_STR,
     policy=_object(["name", "sha256"], name=_STR, sha256=_STR),
-    addresses={"type": "array", "items": _STR},
+    addresses={
+        "type": "array",
+        "items": _STR,
+        "description": "Only when resolving was asked and the name was allowed.",
+    },
+)
+
+_PROVIDER_STATUS = _object(
+    ["id", "kind", "state", "cooling_until", "consecutive_failures", "last_error"],
+    id=_STR,
+    kind=_STR,
+    state={"type": "string", "enum": ["untested", "healthy", "degraded", "cooling"]},
+    cooling_until=_NULLABLE_TIME,
+    consecutive_failures=_INT,
+    last_error=_NULLABLE_STR,
 )
 
 STATUS_RESPONSE = _object(
-    ["version", "uptime_s", "policy"],
+    [
+        "version",
+        "instance",
+        "uptime_s",
+        "started_at",
+        "client",
+        "policy",
+        "audit",
+        "draining",
+        "search",
+    ],
     version=_STR,
     instance=_STR,
     uptime_s={"type": "number"},
-    started_at=_STR,
-    client={"type": ["object", "null"]},
-    policy={"type": "object"},
-    audit={"type": "object"},
+    started_at=_TIME,
+    client={"anyOf": [_object(["id"], id=_STR), {"type": "null"}]},
+    policy=_object(
+        ["name", "sha256", "mode", "loaded_at", "last_reload", "reload_ok", "problems"],
+        name=_STR,
+        sha256=_STR,
+        mode={"type": "string", "enum": ["enforce", "report"]},
+        loaded_at=_TIME,
+        last_reload=_NULLABLE_TIME,
+        reload_ok=_BOOL,
+        problems={"type": "array", "items": _STR},
+    ),
+    audit=_object(
+        ["path", "seq", "head", "signing", "keyid", "last_checkpoint", "healthy", "error"],
+        path=_STR,
+        seq=_INT,
+        head=_NULLABLE_STR,
+        signing=_BOOL,
+        keyid=_NULLABLE_STR,
+        last_checkpoint={"type": ["object", "null"]},
+        healthy=_BOOL,
+        error=_NULLABLE_STR,
+    ),
     draining=_BOOL,
+    search=_object(
+        ["providers", "cache"],
+        providers={"type": "array", "items": _PROVIDER_STATUS},
+        cache={
+            "anyOf": [
+                _object(["hits", "misses", "entries"], hits=_INT, misses=_INT, entries=_INT),
+                {"type": "null"},
+            ]
+        },
+    ),
+    # Sections other parts of the gateway add when they run (status_providers).
+    proxy={"type": "object", "description": "With a proxy port."},
+    reload={"type": "object", "description": "Under `gateway serve`: file watching."},
+    shared_state={"type": "object", "description": "With state.redis."},
 )
 
 KEYS_RESPONSE = _object(
@@ -269,16 +399,25 @@ KEYS_RESPONSE = _object(
         "items": _object(
             ["keyid", "alg", "public_key", "status", "not_before", "not_after"],
             keyid=_HEX64,
-            alg={"type": "string", "const": "ed25519"},
+            alg=_const("ed25519"),
             public_key={"type": "string", "contentEncoding": "base64"},
             status={"type": "string", "enum": ["active", "retired"]},
-            not_before=_NULLABLE_STR,
-            not_after=_NULLABLE_STR,
+            not_before=_NULLABLE_TIME,
+            not_after=_NULLABLE_TIME,
         ),
     },
 )
 
-HEALTH_RESPONSE = _object(["status"], status=_STR)
+HEALTH_RESPONSE = _object(["status"], status=_const("ok"))
+READY_RESPONSE = _object(
+    ["status"],
+    status=_const("ready"),
+    degraded={
+        "type": "array",
+        "items": _STR,
+        "description": "Ready, but shared state is down and state.on_failure is open.",
+    },
+)
 
 # Tool name -> the body its HTTP endpoint (and MCP's structuredContent) returns.
 TOOL_RESPONSES: dict[str, Schema] = {

@@ -9,6 +9,8 @@ import pytest
 from gateway.provenance.dsse import generate_keypair, load_public_key
 from gateway.provenance.envelope import verify_response
 from gateway.provenance.markers import unwrap
+from gateway.tools.responses import RESEARCH_RESPONSE
+from tests.conformance import assert_conforms
 from tests.server.conftest import audit_records, policies_for
 
 
@@ -32,6 +34,7 @@ async def test_research_reads_top_pages_and_reports_a_failed_one(start, upstream
     gateway = await start()
     status, body = await gateway.post("/v1/research", "agent", query="research", fetch_top_n=3)
     assert status == 200, body
+    assert_conforms(RESEARCH_RESPONSE, body)
     assert set(body) == {"search", "pages"}
     search = body["search"]
     assert search["envelope"]["tool"] == "WebSearch" and search["filtered"]["policy"] == 4

@@ -18,6 +18,8 @@ import pytest
 from gateway.provenance.dsse import DSSEError, generate_keypair, load_public_key
 from gateway.provenance.envelope import verify_response
 from gateway.provenance.markers import unwrap
+from gateway.tools.responses import SEARCH_RESPONSE
+from tests.conformance import assert_conforms
 from tests.search.conftest import Reply
 from tests.server.conftest import audit_records, policies_for
 from tests.tools.searchgateway import KEYS
@@ -54,6 +56,7 @@ async def test_search_response_fields_and_wrapping(start, upstream) -> None:
     gateway = await start()
     status, body = await gateway.search("dropper", query="gateway tests", max_results=10)
     assert status == 200, body
+    assert_conforms(SEARCH_RESPONSE, body)
     port = upstream.port
     assert urls(body) == [
         f"http://site.example.com:{port}/page",
@@ -138,6 +141,7 @@ async def test_mark_keeps_denied_results_flagged(start, upstream) -> None:
     gateway = await start()
     status, body = await gateway.search("marker", query="marked")
     assert status == 200
+    assert_conforms(SEARCH_RESPONSE, body)
     flags = {r["url"]: r.get("policy") for r in body["results"]}
     assert flags["https://blocked.example.com/secret"] == {
         "decision": "deny",
@@ -372,6 +376,7 @@ async def test_signed_search_response_verifies(start, tmp_path) -> None:
     gateway = await start(signing_key=str(private))
     status, body = await gateway.search("dropper", query="signed")
     assert status == 200
+    assert_conforms(SEARCH_RESPONSE, body)
     key = load_public_key(public)
     verify_response(body, [key])
     tampered = dict(body, results=[dict(body["results"][0], url="https://evil.example.com/")])

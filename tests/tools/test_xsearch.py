@@ -15,6 +15,8 @@ from gateway.provenance.markers import sanitize, unwrap
 from gateway.runtime import Services
 from gateway.search.xai import code_point_span, remap_offsets
 from gateway.server.app import make_app
+from gateway.tools.responses import X_SEARCH_RESPONSE
+from tests.conformance import assert_conforms
 from tests.conftest import loopback_policy
 from tests.server.conftest import audit_records
 
@@ -176,6 +178,7 @@ async def test_answer_is_wrapped_cited_signed_and_audited(gateway, fake_xai) -> 
         to_date="2025-02-28",
     )
     assert response.status == 200, body
+    assert_conforms(X_SEARCH_RESPONSE, body)
     sent = fake_xai.requests[0]
     assert sent["path"] == "/v1/responses"
     assert sent["headers"]["Authorization"] == f"Bearer {API_KEY}"
@@ -237,6 +240,7 @@ async def test_marked_citations_stay_with_the_policy_decision(gateway, fake_xai)
     text, annotations = provider_text()
     fake_xai.answer(text, annotations)
     _, body = await post(client, query="q")
+    assert_conforms(X_SEARCH_RESPONSE, body)
     clean = unwrap(body["text"], body["envelope"]["marker"])
     allowed, denied = body["citations"]
     assert "policy" not in allowed
@@ -469,6 +473,7 @@ async def test_answer_without_search_is_flagged_unsourced(gateway, fake_xai) -> 
         }
     )
     _, body = await post(client, query="q")
+    assert_conforms(X_SEARCH_RESPONSE, body)
     assert body["citations"] == [] and body["diagnostics"]["unsourced"] is True
     assert body["diagnostics"]["server_side_tool_calls"] == {}
 
