@@ -45,6 +45,7 @@ async def explain(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     decision, target = decide_url(ctx.policy, args["url"], tool=args["tool"])
     addresses: list[str] | None = None
+    lookup_error: str | None = None
     if args["resolve"] and decision.allowed and target is not None:
         if target.ip is not None:
             answer = [target.ip]
@@ -52,8 +53,8 @@ async def explain(request: web.Request) -> web.Response:
             resolver = PolicyResolver(ctx.policy, static_hosts=services.fetcher.static_hosts)
             try:
                 answer = await resolver.lookup(target.host)
-            except LookupFailedError:
-                answer = []
+            except LookupFailedError as exc:
+                answer, lookup_error = [], str(exc)
         addresses = [str(ip) for ip in answer]
         if answer:
             decision = decide_answer(
@@ -68,6 +69,10 @@ async def explain(request: web.Request) -> web.Response:
         "message": decision.message,
         "policy": ctx.policy.identity,
     }
+    if lookup_error is not None:
+        # Fail closed, as a fetch would: a name that does not resolve is upstream_unreachable.
+        out.update(decision="deny", reason="upstream_unreachable", rule="resolve", enforced=True)
+        out["lookup_error"] = lookup_error
     if addresses is not None:  # resolving was asked and the name was allowed
         out["addresses"] = addresses
     return json_response(out)

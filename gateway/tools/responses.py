@@ -325,6 +325,12 @@ EXPLAIN_RESPONSE = _object(
         "items": _STR,
         "description": "Only when resolving was asked and the name was allowed.",
     },
+    lookup_error={
+        "type": "string",
+        "description": "Only when resolving was asked and the lookup failed: why. The "
+        "decision is then deny with reason upstream_unreachable and rule resolve, as a fetch "
+        "would be refused.",
+    },
 )
 
 _PROVIDER_STATUS = _object(

@@ -353,6 +353,29 @@ async def test_explain_resolve_of_a_denied_name_has_no_addresses(client) -> None
     assert "addresses" not in body
 
 
+EXPLAIN_RESOLVED = [
+    # (id, url, decision, reason, rule, addresses, lookup failed)
+    ("allowed", "https://site.example.com/", "allow", None, "networks.allow[0]", ["127.0.0.1"], False),
+    ("private", "https://internal.example.com/", "deny", "private_address", "networks.block_private", ["10.0.0.5"], False),
+    # A name that does not resolve fails closed, as a fetch would (upstream_unreachable).
+    ("no answer", "https://nowhere.example.com/", "deny", "upstream_unreachable", "resolve", [], True),
+]
+
+
+@pytest.mark.parametrize(
+    ("url", "decision", "reason", "rule", "addresses", "failed"),
+    [case[1:] for case in EXPLAIN_RESOLVED],
+    ids=[case[0] for case in EXPLAIN_RESOLVED],
+)
+async def test_explain_resolve(client, url, decision, reason, rule, addresses, failed) -> None:
+    response = await client.post("/v1/policy/explain", json={"url": url, "resolve": True})
+    body = await response.json()
+    assert response.status == 200
+    assert (body["decision"], body["reason"], body["rule"]) == (decision, reason, rule)
+    assert body["addresses"] == addresses and body["enforced"] is True
+    assert ("nowhere.example.com" in body.get("lookup_error", "")) == failed
+
+
 async def test_health_ready_status(client, services) -> None:
     assert (await client.get("/healthz")).status == 200
     assert (await client.get("/readyz")).status == 200
