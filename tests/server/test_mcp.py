@@ -9,6 +9,7 @@ import orjson
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from gateway.config import ClientConfig
 from gateway.provenance.markers import unwrap
@@ -314,3 +315,55 @@ async def test_no_stream_and_no_sessions(client, method) -> None:
     assert response.status == 405
     assert response.headers["Allow"] == "POST"
     assert (await response.json())["jsonrpc"] == "2.0"
+
+
+GITHUB_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+@pytest.mark.parametrize(
+    ("name", "logged"),
+    [
+        pytest.param("Nope", "Nope", id="plain"),
+        pytest.param("Web\x00Fetch\n", "Web?Fetch?", id="controls"),
+        pytest.param(GITHUB_TOKEN, "REDACTED", id="credential-shaped"),
+        pytest.param("x" * 500, "x" * 64 + "…", id="long"),
+    ],
+)
+async def test_unknown_tool_is_the_specs_protocol_error_and_audited(
+    client, services, name: str, logged: str
+) -> None:
+    before = len(audit_records(services))
+    response = await client.post("/mcp", json=rpc("tools/call", name=name, arguments={}))
+    assert response.status == 200
+    body = await response.json()
+    error = body["error"]
+    assert error["code"] == -32602  # MCP 2025-11-25, server/tools, Error Handling
+    assert error["message"].startswith("Unknown tool: ")
+    assert "tools for this caller: WebFetch, WebSearch, Research" in error["message"]
+    new = audit_records(services)[before:]
+    assert len(new) == 1
+    record = new[0]
+    assert record["event"]["action"] == "unknown_tool"
+    assert (record["event"]["outcome"], record["event"]["type"]) == ("failure", ["error"])
+    assert record["error"]["code"] == "invalid_request"
+    assert record["mcp"] == {"method": "tools/call", "tool": logged}
+    assert record["policy"] == services.state.default_policy.identity
+    assert record["trace"]["id"] == response.headers["X-Request-Id"]
+    assert GITHUB_TOKEN not in orjson.dumps(record).decode()
+
+
+async def test_sdk_sees_an_unknown_tool_as_a_protocol_error(mcp_url, services) -> None:
+    async with Session(mcp_url) as session:
+        with pytest.raises(MCPError) as raised:
+            await session.call_tool("Nope", {})
+    assert raised.value.code == -32602
+    actions = [r["event"]["action"] for r in audit_records(services)]
+    assert actions.count("unknown_tool") == 1
+
+
+async def test_unknown_tool_with_the_audit_log_down_fails_closed(client, services) -> None:
+    services.audit.close()
+    response = await client.post("/mcp", json=rpc("tools/call", name="Nope", arguments={}))
+    body = await response.json()
+    assert body["error"]["code"] == -32603
+    assert "audit" in body["error"]["message"]
