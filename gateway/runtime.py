@@ -29,7 +29,7 @@ from gateway.limits import InMemoryLimiter, Limiter
 from gateway.metrics import Metrics, ObservedAuditLog
 from gateway.policy.load import PolicyValidationError, load_default_policy, load_policy_file
 from gateway.policy.model import Policy
-from gateway.provenance.dsse import DSSEError, Signer, load_public_key
+from gateway.provenance.dsse import DSSEError, Signer, keyid_of, load_public_key
 from gateway.search import build_engine
 from gateway.search.ids import IdStore, InMemoryIdStore
 from gateway.search.providers import ADAPTERS
@@ -140,6 +140,8 @@ class Services:
         self.draining = False
         self.signer = Signer.from_pem_file(config.signing_key) if config.signing_key else None
         self.retired_keys = tuple(load_public_key(path) for path in config.retired_keys)
+        # keyid -> when a rotation at reload retired it (its /v1/keys not_after).
+        self.retired_at: dict[str, str] = {}
         self.metrics = Metrics(
             instance_id=self.instance_id,
             version=__version__,
@@ -342,6 +344,7 @@ class Services:
         self.audit.rotate_key(new)
         self.signer.adopt(new)
         self.retired_keys = (*self.retired_keys, old_public)
+        self.retired_at[keyid_of(old_public)] = now_iso()
 
 
 def _pooled_policies(state: PolicyState) -> dict[tuple[str, str, str], Policy]:

@@ -11,6 +11,7 @@ import binascii
 import hashlib
 import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,17 +85,30 @@ def _read_key_file(path: str | os.PathLike[str], what: str) -> bytes:
     return data
 
 
+def utc_iso(seconds: float) -> str:
+    """A POSIX time as UTC with milliseconds and a Z, as every timestamp the gateway writes."""
+    whole = int(seconds)
+    millis = int((seconds - whole) * 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{millis:03d}Z"
+
+
 class Signer:
-    """An Ed25519 private key that signs DSSE envelopes."""
+    """An Ed25519 private key that signs DSSE envelopes.
 
-    __slots__ = ("_private_key", "keyid", "public_key")
+    `in_use_since` is the earliest time a signature by it can bear: the key file's
+    modification time (a key signs only once written), which stays the same across restarts
+    and replicas; None for a key made in memory.
+    """
 
-    def __init__(self, private_key: Ed25519PrivateKey) -> None:
+    __slots__ = ("_private_key", "in_use_since", "keyid", "public_key")
+
+    def __init__(self, private_key: Ed25519PrivateKey, *, in_use_since: str | None = None) -> None:
         if not isinstance(private_key, Ed25519PrivateKey):
             raise DSSEError("the signing key must be an Ed25519 private key")
         self._private_key = private_key
         self.public_key: Ed25519PublicKey = private_key.public_key()
         self.keyid: str = keyid_of(self.public_key)
+        self.in_use_since = in_use_since
 
     def __repr__(self) -> str:
         return f"Signer(keyid={self.keyid!r})"
@@ -116,7 +130,11 @@ class Signer:
             raise DSSEError(
                 f"signing key {os.fspath(path)!r} is a {type(key).__name__}, not an Ed25519 key"
             )
-        return cls(key)
+        try:
+            since: str | None = utc_iso(os.stat(path).st_mtime)
+        except OSError:
+            since = None  # read a moment ago, gone now: the caller falls back to its start
+        return cls(key, in_use_since=since)
 
     def adopt(self, other: Signer) -> None:
         """Take over `other`'s key, so every holder of this signer signs with the new key
@@ -124,6 +142,7 @@ class Signer:
         self._private_key = other._private_key
         self.public_key = other.public_key
         self.keyid = other.keyid
+        self.in_use_since = other.in_use_since
 
     def signature(self, payload: bytes, payload_type: str) -> dict[str, str]:
         sig = self._private_key.sign(pae(payload_type, payload))
