@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 class GatewayError(Exception):
     code: ClassVar[str] = "internal_error"
     http_status: ClassVar[int] = 500
+    # Set once a tool call's audit record names this error (tools/records.py), so the tool
+    # registry writes a record only for refusals no tool recorded (one record per call).
+    recorded: bool = False
 
     def __init__(
         self,

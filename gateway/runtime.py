@@ -180,7 +180,9 @@ class Services:
             ids=self.ids,
             cache=FetchCache(config.fetch.cache_ttl),
         )
-        self.tools = ToolRegistry()
+        # With the audit log: a call refused before its tool recorded anything still gets
+        # its one record (CONTRACT 8).
+        self.tools = ToolRegistry(audit=self.audit)
         self.tools.add(
             ToolSpec(
                 "WebFetch",

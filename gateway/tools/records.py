@@ -56,5 +56,19 @@ def tool_record(
     }
     if error is not None:
         record["error"] = {"code": error.code, "message": error.message[:500]}
+        # Every caller appends what it builds (and an append that fails raises
+        # AuditWriteError in place of this error), so the error is on record from here.
+        error.recorded = True
     record.update({k: v for k, v in fields.items() if v is not None})
+    return record
+
+
+def refusal_record(
+    action: str, ctx: CallContext, error: GatewayError, **fields: Any
+) -> dict[str, Any]:
+    """The record of a call refused before its tool decided anything (a bad argument, an
+    unknown result id or provider): decision deny, the error's reason (else its code)."""
+    record = tool_record(action, ctx, decision=None, error=error, **fields)
+    record["event"].update(outcome="failure", type=["denied"])
+    record["policy"].update(decision="deny", reason=error.reason or error.code, rule=None)
     return record

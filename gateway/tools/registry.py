@@ -8,11 +8,15 @@ adding an entry here; the adapters list and call whatever is registered.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from gateway.audit.log import AuditLog
+from gateway.audit.redaction import redact_text
+from gateway.errors import AuditWriteError, GatewayError, InvalidRequestError
 from gateway.policy.model import Policy
 from gateway.tools.context import CallContext
+from gateway.tools.records import refusal_record, tool_record
 
 ToolCall = Callable[[CallContext, Mapping[str, Any]], Awaitable[dict[str, Any]]]
 TextRender = Callable[[Mapping[str, Any]], str]
@@ -32,11 +36,17 @@ class ToolSpec:
 
 
 class ToolRegistry:
-    def __init__(self) -> None:
+    """With an audit log, every registered call is `audited`: a refusal its tool raised
+    without a record (a schema error, an unknown `id:` or provider) gets one."""
+
+    def __init__(self, audit: AuditLog | None = None) -> None:
         self._tools: dict[str, ToolSpec] = {}
         self._by_path: dict[str, ToolSpec] = {}
+        self._audit = audit
 
     def add(self, spec: ToolSpec) -> None:
+        if self._audit is not None:
+            spec = replace(spec, call=audited(spec.name, spec.call, self._audit))
         self._tools[spec.name] = spec
         self._by_path[spec.path] = spec
 
@@ -52,3 +62,43 @@ class ToolRegistry:
 
     def enabled_for(self, policy: Policy) -> list[ToolSpec]:
         return [spec for spec in self._tools.values() if spec.enabled_for(policy)]
+
+    def record_refusal(self, name: str, ctx: CallContext, error: GatewayError) -> None:
+        """Write the record of a call to tool `name` refused before the tool ran (a body
+        that is not a JSON object); raises AuditWriteError when it cannot be written."""
+        if self._audit is not None:
+            self._audit.append(_unrecorded(name, ctx, error, {}))
+
+
+# Long enough to tell calls apart; the audit log redacts credentials in URLs itself.
+_RECORDED_TEXT_CHARS = 2000
+
+
+def audited(action: str, call: ToolCall, audit: AuditLog) -> ToolCall:
+    """`call`, plus a record, written before the error leaves, for any refusal or failure
+    the tool raised without recording it; if that write fails the caller gets
+    AuditWriteError instead (fail closed: no call goes unrecorded)."""
+
+    async def run(ctx: CallContext, args: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            return await call(ctx, args)
+        except GatewayError as error:
+            if not error.recorded and not isinstance(error, AuditWriteError):
+                audit.append(_unrecorded(action, ctx, error, args))
+            raise
+
+    return run
+
+
+def _unrecorded(
+    action: str, ctx: CallContext, error: GatewayError, args: Mapping[str, Any]
+) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    url, query = args.get("url"), args.get("query")
+    if isinstance(url, str):
+        fields["url"] = {"original": url[:_RECORDED_TEXT_CHARS]}
+    if isinstance(query, str):
+        fields["search"] = {"query": redact_text(query[:_RECORDED_TEXT_CHARS]), "results": 0}
+    if isinstance(error, InvalidRequestError):
+        return refusal_record(action, ctx, error, **fields)
+    return tool_record(action, ctx, decision=None, error=error, **fields)
