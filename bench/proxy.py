@@ -685,6 +685,10 @@ def run_rounds(
                 cells.setdefault("connect_mbps", []).append(
                     len(answer["latencies"]) * BIG / answer["seconds"] / 1e6
                 )
+                for q in (50, 99):
+                    cells.setdefault(f"tunnel_p{q}", []).append(
+                        percentile(answer["latencies"], q)
+                    )
                 moved = (len(answer["latencies"]) + 3) * BIG / 1e6
                 cpu = tree_cpu_seconds(target.pid) - cpu_before
                 cells.setdefault("cpu_connect", []).append(1000 * cpu / moved)
@@ -809,6 +813,12 @@ def report(
         "CPU: the target's process tree (user + system) per request at c=64, and per MB through"
         " a tunnel; it moves less than req/s when other work shares the machine"
     )
+    for name, cells in results.items():
+        if "tunnel_p50" in cells:
+            print(
+                f"  {name}: one 1 MB GET through the tunnel takes p50"
+                f" {median(cells['tunnel_p50']):.2f} ms, p99 {median(cells['tunnel_p99']):.2f} ms"
+            )
     for name, (_kb, held) in idle.items():
         if held < args.idle:
             print(f"note: {name} kept only {held} of {args.idle} idle connections open")

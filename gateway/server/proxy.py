@@ -460,6 +460,9 @@ class ForwardProxy:
         self.max_per_ip = config.server.max_connections_per_ip
         self.max_body = config.server.max_body_bytes
         self.proxy_config = config.proxy
+        # Tunnels relay with splice(2) where the platform has it; a test turns it off to
+        # exercise the transport relay, which stays in use elsewhere.
+        self.splice = True
         self.limiter: Limiter = limiter or getattr(services, "limiter", None) or InMemoryLimiter()
         self.connections: set[ProxyConnection] = set()
         self.tunnels: set[Tunnel] = set()

@@ -21,6 +21,7 @@ from gateway.policy.engine import Decision, Reason
 from gateway.policy.model import Policy
 from gateway.policy.urls import Target
 from gateway.server.proxy_records import tunnel_close_record
+from gateway.server.proxy_splice import SPLICE_AVAILABLE, SplicePump
 from gateway.server.tls_hello import (
     MAX_HELLO_BYTES,
     ClientHello,
@@ -105,6 +106,8 @@ class Tunnel:
         "upstream_eof_seen",
         "closed",
         "timers",
+        "pump",
+        "splice_wanted",
     )
 
     def __init__(
@@ -142,6 +145,8 @@ class Tunnel:
         self.upstream_eof_seen = False
         self.closed = False
         self.timers: list[asyncio.TimerHandle] = []
+        self.pump: SplicePump | None = None
+        self.splice_wanted = SPLICE_AVAILABLE and proxy.splice
 
     def start(self, leftover: bytes) -> None:
         loop = asyncio.get_running_loop()
@@ -159,6 +164,57 @@ class Tunnel:
             self.from_client(leftover)
         if self.upstream.lost and not self.closed:
             self.upstream_lost(self.upstream.lost_exc)
+        if self.verified:
+            # After the proxy connection has finished its own hand-over to the tunnel.
+            loop.call_soon(self._try_splice)
+
+    # --- zero-copy relay --------------------------------------------------------------
+
+    def _try_splice(self) -> None:
+        """Hand the relay to a SplicePump once both transports are idle; else stay put and
+        try again at the next chunk."""
+        if not self.splice_wanted or self.closed or not self.verified:
+            return
+        conn_transport = self.conn.transport
+        if (
+            self.client_eof_seen
+            or self.upstream_eof_seen
+            or conn_transport is None
+            or conn_transport.is_closing()
+            or self.upstream_transport.is_closing()
+        ):
+            self.splice_wanted = False  # half-closed already: not worth a hand-over
+            return
+        upstream_transport = self.upstream_transport
+        if conn_transport.get_write_buffer_size() or upstream_transport.get_write_buffer_size():
+            return
+        try:
+            self.pump = SplicePump(self, conn_transport, self.upstream_transport)
+        except OSError as exc:
+            log.warning("splice relay unavailable, using the transports: %s", exc)
+            self.splice_wanted = False
+            return
+        self.splice_wanted = False
+        self.pump.start()
+
+    def pumped(self, up: bool, count: int) -> None:
+        if up:
+            self.bytes_up += count
+        else:
+            self.bytes_down += count
+        self.last_activity = time.monotonic()
+
+    def pump_eof(self, up: bool) -> None:
+        if up:
+            self.client_eof_seen = True
+        else:
+            self.upstream_eof_seen = True
+        if self.client_eof_seen and self.upstream_eof_seen:
+            self.close("closed")
+
+    def pump_error(self, up: bool, reading: bool, exc: OSError) -> None:
+        # Reading up or writing down fails on the client's side; the rest on the upstream's.
+        self.close("client_error" if up == reading else "upstream_error")
 
     # --- client -> upstream -------------------------------------------------------------
 
@@ -169,6 +225,8 @@ class Tunnel:
         self.last_activity = time.monotonic()
         if self.verified:
             self.upstream_transport.write(data)
+            if self.splice_wanted:
+                self._try_splice()
             return
         self.hello += data
         try:
@@ -190,6 +248,7 @@ class Tunnel:
         self.upstream_transport.write(bytes(self.hello))
         self.hello = bytearray()
         self._flush_early_upstream()
+        asyncio.get_running_loop().call_soon(self._try_splice)
 
     def _flush_early_upstream(self) -> None:
         pending, self.upstream.pending = self.upstream.pending, []
@@ -222,7 +281,7 @@ class Tunnel:
             self.upstream_transport.pause_reading()
 
     def client_resumed(self) -> None:
-        if not self.closed and self.verified:
+        if not self.closed and self.verified and self.pump is None:
             self.upstream_transport.resume_reading()
 
     # --- upstream -> client -------------------------------------------------------------
@@ -235,6 +294,8 @@ class Tunnel:
         transport = self.conn.transport
         if transport is not None:
             transport.write(data)
+        if self.splice_wanted:
+            self._try_splice()
 
     def upstream_eof(self) -> bool:
         self.upstream_eof_seen = True
@@ -256,7 +317,7 @@ class Tunnel:
             self.conn.transport.pause_reading()
 
     def conn_resume_reading(self) -> None:
-        if not self.closed and self.conn.transport is not None:
+        if not self.closed and self.conn.transport is not None and self.pump is None:
             self.conn.transport.resume_reading()
 
     # --- ending -------------------------------------------------------------------------
@@ -291,6 +352,8 @@ class Tunnel:
             timer.cancel()
         self.timers.clear()
         self.proxy.tunnels.discard(self)
+        if self.pump is not None:
+            self.pump.stop()
         abort = tls_decision is not None
         for transport in (self.conn.transport, self.upstream_transport):
             if transport is not None and not transport.is_closing():

@@ -4,12 +4,17 @@ CA; SSH bytes, SNI mismatches, refusals, limits, timeouts and reload-driven clos
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import ssl
+import struct
 from pathlib import Path
 
 import pytest
 
 from gateway.config import ClientConfig, ClientLimits, ProxyConfig, ServerConfig
+from gateway.server import proxy_tunnel
+from gateway.server.proxy_splice import SPLICE_AVAILABLE
 from tests.server.proxy_env import (
     BIG,
     curl,
@@ -18,6 +23,17 @@ from tests.server.proxy_env import (
     start_env,
     token_hash,
 )
+
+
+@pytest.fixture(autouse=True, params=["splice", "transports"])
+def relay(request, monkeypatch) -> str:
+    """Every tunnel test runs on both relays: splice(2) where the platform has it, and the
+    transports' own, which other platforms use and a tunnel falls back to."""
+    if request.param == "splice" and not SPLICE_AVAILABLE:
+        pytest.skip("this platform has no splice(2)")
+    if request.param == "transports":
+        monkeypatch.setattr(proxy_tunnel, "SPLICE_AVAILABLE", False)
+    return str(request.param)
 
 
 @pytest.fixture
@@ -338,3 +354,115 @@ async def test_close_after_drain_keeps_to_the_grace_counted_from_the_drain(
         writer.close()
     finally:
         await env.close()
+
+
+async def test_the_tunnel_relays_on_the_relay_under_test(tmp_path, make_config, relay) -> None:
+    env = await start_env(tmp_path, make_config)
+    env.proxy.proxy_config = ProxyConfig(connect_ports=(env.upstream_port,), require_tls=False)
+    try:
+        reader, writer, head = await open_tunnel(env, f"site.example.com:{env.upstream_port}")
+        writer.write(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        head_and_some = await reader.readuntil(b"\r\n\r\n")
+        assert head_and_some.startswith(b"HTTP/1.1 200")
+        [tunnel] = env.proxy.tunnels
+        assert (tunnel.pump is not None) == (relay == "splice")
+        writer.close()
+    finally:
+        await env.close()
+
+
+async def _start_half_close_server() -> tuple[asyncio.Server, int]:
+    """Reads to the client's EOF, then answers every byte reversed and closes: the shape of a
+    request that ends with a half-close (e.g. `nc -N`, some RPC clients)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        data = await reader.read()
+        writer.write(data[::-1] * 64)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def test_half_close_reaches_the_upstream_and_the_answer_comes_back(
+    tmp_path, make_config
+) -> None:
+    server, port = await _start_half_close_server()
+    env = await start_env(tmp_path, make_config, extra_ports=(port,))
+    env.proxy.proxy_config = ProxyConfig(connect_ports=(port,), require_tls=False)
+    try:
+        reader, writer, head = await open_tunnel(env, f"site.example.com:{port}")
+        assert head.startswith(b"HTTP/1.1 200")
+        sent = bytes(range(256)) * 1024
+        writer.write(sent)
+        writer.write_eof()
+        answer = await read_to_end(reader)
+        assert answer == sent[::-1] * 64
+        writer.close()
+        [closed] = await wait_for_records(env, "tunnel_close")
+        assert closed["tunnel"]["end"] == "closed"
+        assert closed["tunnel"]["bytes_up"] == len(sent)
+        assert closed["tunnel"]["bytes_down"] == len(answer)
+    finally:
+        await env.close()
+        server.close()
+
+
+async def test_a_client_that_resets_ends_the_tunnel_as_a_client_error(
+    tmp_path, make_config
+) -> None:
+    env = await start_env(tmp_path, make_config)
+    env.proxy.proxy_config = ProxyConfig(connect_ports=(env.upstream_port,), require_tls=False)
+    try:
+        reader, writer, head = await open_tunnel(env, f"site.example.com:{env.upstream_port}")
+        writer.write(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        await reader.readuntil(b"\r\n\r\n")
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()  # an RST, with the response still coming
+        [closed] = await wait_for_records(env, "tunnel_close")
+        assert closed["tunnel"]["end"] in ("client_error", "client_closed")
+        assert not env.proxy.tunnels
+    finally:
+        await env.close()
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
+async def test_a_large_download_streams_through_in_bounded_memory(tmp_path, make_config) -> None:
+    """256 MB down a tunnel (the gateway, its upstream and this client share one process):
+    memory grows by a small fraction of that on either relay."""
+    block, blocks = b"z" * (1 << 20), 256
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for _ in range(blocks):
+            writer.write(block)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    env = await start_env(tmp_path, make_config, extra_ports=(port,))
+    env.proxy.proxy_config = ProxyConfig(connect_ports=(port,), require_tls=False)
+    try:
+        reader, writer, head = await open_tunnel(env, f"site.example.com:{port}")
+        assert head.startswith(b"HTTP/1.1 200")
+        start, peak, received = _rss_bytes(), 0, 0
+        async with asyncio.timeout(60):
+            while chunk := await reader.read(1 << 16):
+                received += len(chunk)
+                if received % (8 << 20) < len(chunk):
+                    peak = max(peak, _rss_bytes())
+        assert received == len(block) * blocks
+        assert peak - start < 48 << 20, f"grew {(peak - start) >> 20} MB"
+        writer.close()
+        [closed] = await wait_for_records(env, "tunnel_close")
+        assert closed["tunnel"]["bytes_down"] == received
+    finally:
+        await env.close()
+        server.close()

@@ -1,0 +1,218 @@
+"""Zero-copy tunnel relay on Linux: splice(2) moves a tunnel's bytes socket -> pipe -> socket
+inside the kernel, so the bytes of a 1 GB download never become Python objects.
+
+A `SplicePump` takes over a tunnel whose two transports are idle (nothing buffered either
+way): it pauses both, relays on duplicates of their sockets, and reports bytes, end of input
+and errors to its owner. It never closes the transports; its owner does, after `stop()`.
+Where splice is missing (not Linux), `SPLICE_AVAILABLE` is false and tunnels keep the
+transport relay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import socket
+from collections.abc import Callable
+from typing import Protocol
+
+SPLICE_AVAILABLE = hasattr(os, "splice") and hasattr(fcntl, "F_SETPIPE_SZ")
+PIPE_BYTES = 1024 * 1024  # asked of each pipe; the kernel may give less (pipe-max-size)
+_FLAGS = getattr(os, "SPLICE_F_MOVE", 0) | getattr(os, "SPLICE_F_NONBLOCK", 0)
+
+
+class PumpOwner(Protocol):
+    """What the pump tells its tunnel: `up` is client -> upstream."""
+
+    def pumped(self, up: bool, count: int) -> None: ...
+    def pump_eof(self, up: bool) -> None: ...
+    def pump_error(self, up: bool, reading: bool, exc: OSError) -> None: ...
+
+
+class _Direction:
+    """One way through the tunnel: src socket -> pipe -> dst socket, with back-pressure
+    (src is read only while the pipe is empty, so a slow dst stops the src)."""
+
+    __slots__ = (
+        "loop", "src", "dst", "pipe_r", "pipe_w", "capacity", "in_pipe", "eof", "reading",
+        "writing", "on_bytes", "on_eof", "on_error", "shutdown_dst", "stopped",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        src: int,
+        dst: int,
+        on_bytes: Callable[[int], None],
+        on_eof: Callable[[], None],
+        on_error: Callable[[bool, OSError], None],
+        shutdown_dst: Callable[[], None],
+    ) -> None:
+        self.loop = loop
+        self.src, self.dst = src, dst
+        self.shutdown_dst = shutdown_dst
+        self.pipe_r, self.pipe_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            self.capacity = fcntl.fcntl(self.pipe_w, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        except OSError:  # over /proc/sys/fs/pipe-max-size for this user: keep the default
+            self.capacity = fcntl.fcntl(self.pipe_w, fcntl.F_GETPIPE_SZ)
+        self.in_pipe = 0
+        self.eof = False
+        self.reading = self.writing = self.stopped = False
+        self.on_bytes, self.on_eof, self.on_error = on_bytes, on_eof, on_error
+
+    def start(self) -> None:
+        self._read_on()
+        self._readable()  # bytes may have arrived while the transports handed over
+
+    def _read_on(self) -> None:
+        if not self.reading and not self.stopped:
+            self.loop.add_reader(self.src, self._readable)
+            self.reading = True
+
+    def _read_off(self) -> None:
+        if self.reading:
+            self.loop.remove_reader(self.src)
+            self.reading = False
+
+    def _readable(self) -> None:
+        if self.stopped or self.in_pipe:
+            return
+        try:
+            count = os.splice(self.src, self.pipe_w, self.capacity, flags=_FLAGS)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._fail(True, exc)
+            return
+        if count == 0:
+            self.eof = True
+            self._read_off()
+            self._finish_eof()
+            return
+        self.in_pipe = count
+        self.on_bytes(count)
+        self._drain()
+
+    def _drain(self) -> None:
+        while self.in_pipe and not self.stopped:
+            try:
+                count = os.splice(self.pipe_r, self.dst, self.in_pipe, flags=_FLAGS)
+            except (BlockingIOError, InterruptedError):
+                # dst is full: stop reading src until dst takes the pipe's bytes
+                self._read_off()
+                if not self.writing:
+                    self.loop.add_writer(self.dst, self._drain)
+                    self.writing = True
+                return
+            except OSError as exc:
+                self._fail(False, exc)
+                return
+            self.in_pipe -= count
+        if self.stopped:
+            return
+        if self.writing:
+            self.loop.remove_writer(self.dst)
+            self.writing = False
+        if self.eof:
+            self._finish_eof()
+        else:
+            self._read_on()
+
+    def _finish_eof(self) -> None:
+        if self.in_pipe or self.stopped:
+            return  # the pipe's bytes go first; _drain comes back here
+        with contextlib.suppress(OSError):  # dst already gone: its own direction reports that
+            self.shutdown_dst()
+        self.on_eof()
+
+    def _fail(self, reading: bool, exc: OSError) -> None:
+        self.stop()
+        self.on_error(reading, exc)
+
+    def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        self._read_off()
+        if self.writing:
+            self.loop.remove_writer(self.dst)
+            self.writing = False
+        os.close(self.pipe_r)
+        os.close(self.pipe_w)
+
+
+class SplicePump:
+    """Both directions of one tunnel, on duplicates of its transports' sockets."""
+
+    __slots__ = ("sockets", "up", "down")
+
+    def __init__(
+        self, owner: PumpOwner, client: asyncio.Transport, upstream: asyncio.Transport
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        # Duplicates: the event loop refuses a reader on a transport's own descriptor, and
+        # closing a duplicate leaves the connection to the transport that owns it.
+        self.sockets: list[socket.socket] = []
+        try:
+            for transport in (client, upstream):
+                self.sockets.append(socket.socket(fileno=os.dup(_fileno(transport))))
+        except OSError:
+            self._close_sockets()
+            raise
+        client_sock, upstream_sock = self.sockets
+        client_fd, upstream_fd = client_sock.fileno(), upstream_sock.fileno()
+        try:
+            self.up = _Direction(
+                loop,
+                client_fd,
+                upstream_fd,
+                lambda n: owner.pumped(True, n),
+                lambda: owner.pump_eof(True),
+                lambda reading, exc: owner.pump_error(True, reading, exc),
+                lambda: upstream_sock.shutdown(socket.SHUT_WR),
+            )
+            self.down = _Direction(
+                loop,
+                upstream_fd,
+                client_fd,
+                lambda n: owner.pumped(False, n),
+                lambda: owner.pump_eof(False),
+                lambda reading, exc: owner.pump_error(False, reading, exc),
+                lambda: client_sock.shutdown(socket.SHUT_WR),
+            )
+        except OSError:
+            if hasattr(self, "up"):
+                self.up.stop()
+            self._close_sockets()
+            raise
+        # The transports stay open but idle: nothing buffered (the caller checked), no reader.
+        client.pause_reading()
+        upstream.pause_reading()
+
+    def start(self) -> None:
+        self.up.start()
+        self.down.start()
+
+    def stop(self) -> None:
+        """Stop relaying and release the pipes and duplicates (the transports stay open)."""
+        self.up.stop()
+        self.down.stop()
+        self._close_sockets()
+
+    def _close_sockets(self) -> None:
+        sockets, self.sockets = self.sockets, []
+        for sock in sockets:
+            sock.close()
+
+
+def _fileno(transport: asyncio.Transport) -> int:
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        raise OSError("the transport has no socket")
+    fileno: int = sock.fileno()
+    if fileno < 0:
+        raise OSError("the transport's socket is closed")
+    return fileno
