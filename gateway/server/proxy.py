@@ -901,11 +901,18 @@ class Exchange:
     async def forward(self) -> bool:
         head, policy = self.head, self.policy
         assert policy is not None
-        if not head.target.lower().startswith(("http://", "https://")):
+        if not head.target.lower().startswith("http://"):
             if head.target.startswith("/"):
                 message = (
                     "this port is a forward proxy: send absolute-form requests"
                     " (GET http://host/path), e.g. curl -x"
+                )
+            elif head.target.lower().startswith("https://"):
+                # The proxy never speaks TLS to an upstream for a client (that would be
+                # interception); https goes through a CONNECT tunnel end to end.
+                message = (
+                    "https:// goes through a CONNECT tunnel (HTTPS_PROXY, curl -p -x),"
+                    " not as an absolute-form request"
                 )
             else:
                 message = "the request target is not an absolute http:// URL"

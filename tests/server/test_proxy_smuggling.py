@@ -17,7 +17,11 @@ async def env(tmp_path, make_config):
 
 def request(env, head: str, body: bytes = b"") -> bytes:
     return (
-        head.format(url=env.url("/echo"), host=f"site.example.com:{env.upstream_port}").encode(
+        head.format(
+            url=env.url("/echo"),
+            host=f"site.example.com:{env.upstream_port}",
+            port=env.upstream_port,
+        ).encode(
             "latin-1"
         )
         + body
@@ -52,6 +56,12 @@ CASES = [
     ("two-hosts", "GET {url} HTTP/1.1\r\nHost: {host}\r\nHost: {host}\r\n\r\n", b""),
     ("origin-form", "GET /echo HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n", b""),
     ("asterisk-form", "OPTIONS * HTTP/1.1\r\nConnection: close\r\n\r\n", b""),
+    # https goes through CONNECT: absolute-form would send it in clear text to port 443
+    (
+        "absolute-https",
+        "GET https://site.example.com:{port}/echo HTTP/1.1\r\nHost: site.example.com\r\n\r\n",
+        b"",
+    ),
     (
         "bad-chunk-size",
         "POST {url} HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n\r\n",
