@@ -478,7 +478,7 @@ class UpstreamPool:
         *,
         static_hosts: Callable[[], StaticHosts],
         own_addresses: Callable[[], Collection[tuple[IPNetwork, int]]],
-        max_idle_per_key: int = 32,
+        max_idle_per_key: int = 256,
         idle_expiry: float = 15.0,
     ) -> None:
         self._static_hosts = static_hosts
