@@ -68,6 +68,7 @@ PAGE_PATH = "/2026/03/egress-gateways-for-agents.html"
 PAGE_BYTES = 100_000
 MAX_CHARS = 200_000  # the contract's default limits.max_chars: the whole page comes back
 DIRECT, BARE, TRAFILATURA = "direct (nginx GET)", "bare relay", "trafilatura relay"
+TEXT = "text relay"
 RAW, MARKDOWN = "gateway raw", "gateway auto (markdown)"
 RAW_TARGET = 0.60  # gateway raw req/s over the bare relay's
 MARKDOWN_TARGET = 2.0  # gateway auto req/s over the trafilatura relay's
@@ -228,7 +229,7 @@ def check_targets(targets: list[Target], page: bytes) -> list[str]:
             if answer.get("sha256") != sha:
                 sys.exit(f"{target.name}: unexpected answer {str(answer)[:300]}")
             if "content" in answer:
-                notes.append(f"{target.name}: markdown of {len(str(answer['content']))} chars")
+                notes.append(f"{target.name}: content of {len(str(answer['content']))} chars")
     return notes
 
 
@@ -309,7 +310,9 @@ def main() -> None:
         folder.chmod(0o755)  # nginx workers may run as another user
         (folder / "www" / PAGE_PATH.rsplit("/", 1)[0].lstrip("/")).mkdir(parents=True)
         (folder / "www" / PAGE_PATH.lstrip("/")).write_bytes(page)
-        nginx_port, gateway_port, bare_port, traf_port = (free_port() for _ in range(4))
+        nginx_port, gateway_port, bare_port, traf_port, text_port = (
+            free_port() for _ in range(5)
+        )
         nginx = start_nginx(children, folder, nginx_config(folder, nginx_port, tuning=NGINX_TUNING))
         config = gateway_files(folder, gateway_port, nginx_port)
         gateway = start_gateway(children, config, log=folder / "gateway.log")
@@ -322,10 +325,20 @@ def main() -> None:
             [sys.executable, relay, "--kind", "trafilatura", "--port", str(traf_port)],
             log=folder / "trafilatura.log",
         )
+        text = children.start(
+            [sys.executable, relay, "--kind", "text", "--port", str(text_port)],
+            log=folder / "text.log",
+        )
         wait_for_ports(
             folder,
-            [(nginx, nginx_port), (gateway, gateway_port), (bare, bare_port), (traf, traf_port)],
-            logs=("nginx-error.log", "gateway.log", "bare.log", "trafilatura.log"),
+            [
+                (nginx, nginx_port),
+                (gateway, gateway_port),
+                (bare, bare_port),
+                (traf, traf_port),
+                (text, text_port),
+            ],
+            logs=("nginx-error.log", "gateway.log", "bare.log", "trafilatura.log", "text.log"),
         )
 
         page_url = f"http://127.0.0.1:{nginx_port}{PAGE_PATH}"
@@ -344,6 +357,12 @@ def main() -> None:
                 f"http://127.0.0.1:{bare_port}{api}",
                 json.dumps({"url": page_url}).encode(),
                 bare.pid,
+            ),
+            Target(
+                TEXT,
+                f"http://127.0.0.1:{text_port}{api}",
+                json.dumps({"url": page_url}).encode(),
+                text.pid,
             ),
             Target(
                 RAW,
@@ -368,7 +387,7 @@ def main() -> None:
         ]
         if args.only:
             # Each gateway mode keeps the yardstick it is judged against.
-            keep = {DIRECT, BARE, *([RAW] if "raw" in args.only else [])}
+            keep = {DIRECT, BARE, *([RAW, TEXT] if "raw" in args.only else [])}
             keep |= {MARKDOWN, TRAFILATURA} if "markdown" in args.only else set()
             targets = [target for target in targets if target.name in keep]
         notes = check_targets(targets, page)
@@ -447,6 +466,7 @@ def report(
     for concurrency in levels:
         for name, base_name, goal in (
             (RAW, BARE, RAW_TARGET),
+            (RAW, TEXT, RAW_TARGET),
             (MARKDOWN, TRAFILATURA, MARKDOWN_TARGET),
         ):
             runs, base = cells[(concurrency, name)], cells[(concurrency, base_name)]
