@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,6 +30,8 @@ from gateway.server.proxy import install_forward_proxy
 log = logging.getLogger("gateway.serve")
 
 CHECKPOINT_TICK = 1.0
+CHECKPOINT_LOG_EVERY = 60.0
+GC_YOUNG_THRESHOLD = 5000  # CPython's default is 700 container allocations
 IDLE_POLL = 0.05
 # After the grace, tool calls are cancelled; this is how long they then get to write their
 # audit records and answer before aiohttp drops what is left.
@@ -43,19 +47,23 @@ async def serve(
 ) -> int:
     services = Services(config)
     services.open()
-    if services.shared is not None:
-        await services.shared.start()
-    install_forward_proxy(services)
+    try:
+        if services.shared is not None:
+            await services.shared.start()
+        install_forward_proxy(services)
+        app = make_app(services)
+        runner = web.AppRunner(
+            app,
+            handle_signals=False,
+            access_log=None,
+            keepalive_timeout=config.server.keepalive_timeout,
+            shutdown_timeout=CUTOFF_ALLOWANCE,
+        )
+        await runner.setup()
+    except BaseException:
+        await services.close()  # the audit log's final record, the pools, Redis
+        raise
     stop = stop or asyncio.Event()
-    app = make_app(services)
-    runner = web.AppRunner(
-        app,
-        handle_signals=False,
-        access_log=None,
-        keepalive_timeout=config.server.keepalive_timeout,
-        shutdown_timeout=CUTOFF_ALLOWANCE,
-    )
-    await runner.setup()
     binds: list[tuple[str, int]] = []
     try:
         # Several workers (gateway/server/workers.py) share the port; the kernel spreads the
@@ -94,6 +102,7 @@ async def serve(
         services.status_providers["reload"] = reloader.status
         watcher = asyncio.ensure_future(reloader.watch())
         ticker = asyncio.ensure_future(_tick(services, stop))
+        _settle_garbage_collector()
         await stop.wait()
         ticker.cancel()
         watcher.cancel()
@@ -117,12 +126,29 @@ def _bound(site: web.TCPSite) -> list[tuple[str, int]]:
     return out
 
 
+def _settle_garbage_collector() -> None:
+    """What start-up built (policies, tables, the app) lives as long as the process: frozen,
+    the collector stops walking it again and again under load, and a larger first generation
+    lets a request's short-lived objects go before they are promoted."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+
+
 async def _tick(services: Services, stop: asyncio.Event) -> None:
     """Periodic work: signed checkpoints also when idle."""
+    last_logged = -CHECKPOINT_LOG_EVERY
     while not stop.is_set():
         await asyncio.sleep(CHECKPOINT_TICK)
-        with contextlib.suppress(Exception):
+        try:
             services.audit.maybe_checkpoint()
+        except Exception:
+            # Audit write failures are logged by the log itself; anything else (a signing
+            # error, a bug) is logged here, at most once a minute rather than every tick.
+            now = time.monotonic()
+            if now - last_logged >= CHECKPOINT_LOG_EVERY:
+                last_logged = now
+                log.exception("writing a signed audit checkpoint failed")
 
 
 async def _drain(services: Services, runner: web.AppRunner, grace: float) -> None:

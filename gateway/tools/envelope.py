@@ -22,10 +22,19 @@ MAX_URL_CHARS = 2048
 _TOKEN = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}")
 
 
+_second_stamp: tuple[int, str] = (-1, "")
+
+
 def now_iso() -> str:
     """UTC with milliseconds and a Z, as every timestamp the gateway writes."""
+    global _second_stamp
     now = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+    second, stamp = _second_stamp
+    if second != int(now):  # strftime is most of the cost: once a second is enough
+        second = int(now)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _second_stamp = (second, stamp)
+    return f"{stamp}.{int(now % 1 * 1000):03d}Z"
 
 
 def new_id() -> str:
