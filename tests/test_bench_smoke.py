@@ -35,6 +35,7 @@ def check_fetch(output: str) -> None:
     targets = (
         "direct (nginx GET)",
         "bare relay",
+        "text relay",
         "gateway raw",
         "gateway auto (markdown)",
         "trafilatura relay",
@@ -48,6 +49,7 @@ def check_fetch(output: str) -> None:
     assert re.search(r"gateway raw: raw text of [0-9]+ chars", output), output
     for concurrency in ("1", "2"):
         assert re.search(rf"c={concurrency}: gateway raw / bare relay req/s = {NUMBER}", output)
+        assert re.search(rf"c={concurrency}: gateway raw / text relay req/s = {NUMBER}", output)
         assert re.search(
             rf"c={concurrency}: gateway auto \(markdown\) / trafilatura relay req/s = {NUMBER}",
             output,
@@ -82,6 +84,25 @@ def check_replicas(output: str) -> None:
         assert float(rps) > 0 and float(p99) >= float(p50) > 0 and failed == "0", row.group(0)
     common = re.search(rf"round trips per request on the common path: ({NUMBER})", output)
     assert common and float(common.group(1)) <= 1.0, output  # a count, not a speed
+
+
+def check_proxy(output: str) -> None:
+    rows = {}
+    for line in output.splitlines():
+        cells = line.split()
+        if cells and cells[0] in ("gateway", "asyncio-tunnel", "aiohttp-relay"):
+            rows[cells[0]] = cells[1:]
+    assert set(rows) == {"gateway", "asyncio-tunnel", "aiohttp-relay"}, output
+    c1, p50, c64, p99, cpu, fail, connect, _cpu_mb, _kb = rows["gateway"]
+    assert float(c1) > 0 and float(c64) > 0 and float(p99) >= float(p50) > 0, rows["gateway"]
+    assert fail == "0" and float(connect) > 0, rows["gateway"]
+    assert float(rows["asyncio-tunnel"][6]) > 0 and float(rows["aiohttp-relay"][2]) > 0, rows
+    assert re.search(rf"gateway: one 1 MB GET through the tunnel takes p50 {NUMBER} ms", output)
+
+
+def needs_nginx_and_curl() -> str | None:
+    """The proxy bench's CONNECT load is curl -p -x (Debian curl)."""
+    return needs_nginx() or (None if shutil.which("curl") else "curl is not installed")
 
 
 def needs_nginx_and_redis() -> str | None:
@@ -127,6 +148,13 @@ CASES = [
     pytest.param("markers.py", ["--rounds", "1", "--kb", "10"], check_markers, None, id="markers"),
     pytest.param(
         "search.py", ["--rounds", "1", "--requests", "10"], check_search, None, id="search"
+    ),
+    pytest.param(
+        "proxy.py",
+        ["--quick", "--only", "gateway", "asyncio-tunnel", "aiohttp-relay"],
+        check_proxy,
+        needs_nginx_and_curl,
+        id="proxy",
     ),
     pytest.param(
         "replicas.py",
