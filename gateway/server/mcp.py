@@ -19,18 +19,13 @@ import orjson
 from aiohttp import web
 
 from gateway import __version__
-from gateway.audit.redaction import redact_text
 from gateway.errors import (
-    AuditWriteError,
     GatewayError,
-    InvalidRequestError,
     UnauthorizedError,
     UnavailableError,
 )
 from gateway.server.api import context
 from gateway.server.app import REQUEST_ID, SERVICES, Handler, caller
-from gateway.tools.context import CallContext
-from gateway.tools.records import tool_record
 from gateway.tools.registry import ToolSpec
 
 # Newest first: an unknown version offered by a client gets the newest one.
@@ -52,10 +47,6 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
-# tools/call naming no registered tool: the MCP spec's protocol error (-32602, "Unknown
-# tool"), not a tool result, and audited under this action (CONTRACT 8 names none for it).
-UNKNOWN_TOOL_ACTION = "unknown_tool"
-MAX_LOGGED_NAME = 64
 GATEWAY_ERROR = -32000  # the HTTP layer refused the POST (auth, limits, size): data has why
 UNAUTHORIZED = -32001
 
@@ -306,13 +297,14 @@ async def _call(request: web.Request, params: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(arguments, dict):
         raise _ProtocolError(INVALID_PARAMS, "tools/call params.arguments must be an object")
     spec = request.app[SERVICES].tools.get(name)
-    ctx = context(request)
     if spec is None:
-        _audit_unknown_tool(request, ctx, name)
+        # The MCP spec's protocol error (-32602, "Unknown tool"), not a tool result; like any
+        # protocol error it is not audited: no tool was called (CONTRACT 8 has no action).
         offered = ", ".join(tool.name for tool in _visible_tools(request)) or "none"
         raise _ProtocolError(
             INVALID_PARAMS, f"Unknown tool: {name[:64]} (tools for this caller: {offered})"
         )
+    ctx = context(request)
     try:
         body = await spec.call(ctx, arguments)
     except GatewayError as error:
@@ -322,30 +314,6 @@ async def _call(request: web.Request, params: dict[str, Any]) -> dict[str, Any]:
         "structuredContent": body,
         "isError": False,
     }
-
-
-def _audit_unknown_tool(request: web.Request, ctx: CallContext, name: str) -> None:
-    """One record for a call no registered tool answers, written before the reply; a log
-    that cannot be written makes the reply an internal error (fail closed)."""
-    error = InvalidRequestError(f"unknown tool: {_printable(name)}")
-    record = tool_record(
-        UNKNOWN_TOOL_ACTION,
-        ctx,
-        decision=None,
-        error=error,
-        mcp={"method": "tools/call", "tool": _printable(name)},
-    )
-    record["policy"] = dict(ctx.policy.identity)  # no rule decided anything: no decision
-    try:
-        request.app[SERVICES].audit.append(record)
-    except AuditWriteError as failure:
-        raise _ProtocolError(INTERNAL_ERROR, failure.message) from failure
-
-
-def _printable(name: str) -> str:
-    """A caller's tool name as the log keeps it: printable, credential shapes redacted, capped."""
-    shown = "".join(ch if ch.isprintable() else "?" for ch in name[:MAX_LOGGED_NAME])
-    return redact_text(shown) + ("…" if len(name) > MAX_LOGGED_NAME else "")
 
 
 def error_result(error: GatewayError, request_id: str) -> dict[str, Any]:

@@ -321,16 +321,15 @@ GITHUB_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
 
 @pytest.mark.parametrize(
-    ("name", "logged"),
+    "name",
     [
-        pytest.param("Nope", "Nope", id="plain"),
-        pytest.param("Web\x00Fetch\n", "Web?Fetch?", id="controls"),
-        pytest.param(GITHUB_TOKEN, "REDACTED", id="credential-shaped"),
-        pytest.param("x" * 500, "x" * 64 + "…", id="long"),
+        pytest.param("Nope", id="plain"),
+        pytest.param("Web\x00Fetch\n", id="controls"),
+        pytest.param("x" * 500, id="long"),
     ],
 )
-async def test_unknown_tool_is_the_specs_protocol_error_and_audited(
-    client, services, name: str, logged: str
+async def test_unknown_tool_is_the_specs_protocol_error_and_not_a_tool_call(
+    client, services, name: str
 ) -> None:
     before = len(audit_records(services))
     response = await client.post("/mcp", json=rpc("tools/call", name=name, arguments={}))
@@ -340,16 +339,8 @@ async def test_unknown_tool_is_the_specs_protocol_error_and_audited(
     assert error["code"] == -32602  # MCP 2025-11-25, server/tools, Error Handling
     assert error["message"].startswith("Unknown tool: ")
     assert "tools for this caller: WebFetch, WebSearch, Research" in error["message"]
-    new = audit_records(services)[before:]
-    assert len(new) == 1
-    record = new[0]
-    assert record["event"]["action"] == "unknown_tool"
-    assert (record["event"]["outcome"], record["event"]["type"]) == ("failure", ["error"])
-    assert record["error"]["code"] == "invalid_request"
-    assert record["mcp"] == {"method": "tools/call", "tool": logged}
-    assert record["policy"] == services.state.default_policy.identity
-    assert record["trace"]["id"] == response.headers["X-Request-Id"]
-    assert GITHUB_TOKEN not in orjson.dumps(record).decode()
+    # No tool was called: no record (CONTRACT 8 lists no action for a protocol error).
+    assert audit_records(services)[before:] == []
 
 
 async def test_sdk_sees_an_unknown_tool_as_a_protocol_error(mcp_url, services) -> None:
@@ -357,13 +348,3 @@ async def test_sdk_sees_an_unknown_tool_as_a_protocol_error(mcp_url, services) -
         with pytest.raises(MCPError) as raised:
             await session.call_tool("Nope", {})
     assert raised.value.code == -32602
-    actions = [r["event"]["action"] for r in audit_records(services)]
-    assert actions.count("unknown_tool") == 1
-
-
-async def test_unknown_tool_with_the_audit_log_down_fails_closed(client, services) -> None:
-    services.audit.close()
-    response = await client.post("/mcp", json=rpc("tools/call", name="Nope", arguments={}))
-    body = await response.json()
-    assert body["error"]["code"] == -32603
-    assert "audit" in body["error"]["message"]
