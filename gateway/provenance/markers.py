@@ -554,7 +554,10 @@ _ASCII_SEPARATOR_BYTES = bytes(sorted(ord(char) for char in _SEPARATORS if char.
 _ASCII_VISIBLE = bytes(code for code in range(0x80) if chr(code) not in _INVISIBLE_CHARS)
 _MARKER_BYTES = MARKER_WORD.lower().encode()
 # Role-token starts in the filter fold: `<|`, `[INST]`, `<<SYS>>`, the tags; `/` optional.
-_TOKEN_START = re.compile(rb"<(?:\||/?(?:sys|tool|function|start|end|inst\]))")
+# Written out without `/?`: an optional item costs the regex engine a repeat at every `<`,
+# and raw HTML has thousands of them (2.4x slower on the fetch benchmark's page).
+_TOKEN_WORDS = rb"sys|tool|function|start|end|inst\]"
+_TOKEN_START = re.compile(rb"<(?:\||/(?:" + _TOKEN_WORDS + rb")|" + _TOKEN_WORDS + rb")")
 _ENTITY_OPEN = re.compile(rb"&(?:lt|#0*60|#x0*3c);?")
 _FILTER_REPLACEMENTS: dict[str, bytes] = {}
 _REPLACE_ONE_BY_ONE = 24  # distinct characters replaced with bytes.replace, one pass each

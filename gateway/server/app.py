@@ -26,6 +26,7 @@ from gateway.errors import (
 )
 from gateway.runtime import ClientIdentity, Services
 from gateway.server.proxy_records import auth_failure_record
+from gateway.tools import jsonwire
 
 SERVICES = web.AppKey("services", Services)
 REQUEST_ID = web.RequestKey("request_id", str)
@@ -41,7 +42,7 @@ def json_response(
     body: Any, *, status: int = 200, headers: dict[str, str] | None = None
 ) -> web.Response:
     return web.Response(
-        body=orjson.dumps(body), status=status, content_type="application/json", headers=headers
+        body=jsonwire.dumps(body), status=status, content_type="application/json", headers=headers
     )
 
 

@@ -26,6 +26,7 @@ from gateway.errors import (
 )
 from gateway.server.api import context
 from gateway.server.app import REQUEST_ID, SERVICES, Handler, caller
+from gateway.tools import jsonwire
 from gateway.tools.registry import ToolSpec
 
 # Newest first: an unknown version offered by a client gets the newest one.
@@ -75,7 +76,7 @@ def _respond(
     sse_only = "text/event-stream" in accept and not any(
         kind in accept for kind in ("application/json", "*/*", "application/*")
     )
-    body = orjson.dumps(payload)
+    body = jsonwire.dumps(payload)  # a tool result's page text is written from its UTF-8
     if sse_only and status == 200:
         return web.Response(
             body=b"event: message\ndata: " + body + b"\n\n",
