@@ -15,7 +15,6 @@ import contextlib
 import fcntl
 import os
 import socket
-from collections.abc import Callable
 from typing import Protocol
 
 SPLICE_AVAILABLE = hasattr(os, "splice") and hasattr(fcntl, "F_SETPIPE_SZ")
@@ -36,23 +35,21 @@ class _Direction:
     (src is read only while the pipe is empty, so a slow dst stops the src)."""
 
     __slots__ = (
-        "loop", "src", "dst", "pipe_r", "pipe_w", "capacity", "in_pipe", "eof", "reading",
-        "writing", "on_bytes", "on_eof", "on_error", "shutdown_dst", "stopped",
+        "loop", "owner", "up", "src", "dst", "dst_socket", "pipe_r", "pipe_w", "capacity",
+        "in_pipe", "eof", "reading", "writing", "stopped",
     )  # fmt: skip
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
-        src: int,
-        dst: int,
-        on_bytes: Callable[[int], None],
-        on_eof: Callable[[], None],
-        on_error: Callable[[bool, OSError], None],
-        shutdown_dst: Callable[[], None],
+        owner: PumpOwner,
+        up: bool,
+        src: socket.socket,
+        dst: socket.socket,
     ) -> None:
-        self.loop = loop
-        self.src, self.dst = src, dst
-        self.shutdown_dst = shutdown_dst
+        self.loop, self.owner, self.up = loop, owner, up
+        self.src, self.dst = src.fileno(), dst.fileno()
+        self.dst_socket = dst
         self.pipe_r, self.pipe_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         try:
             self.capacity = fcntl.fcntl(self.pipe_w, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
@@ -61,7 +58,6 @@ class _Direction:
         self.in_pipe = 0
         self.eof = False
         self.reading = self.writing = self.stopped = False
-        self.on_bytes, self.on_eof, self.on_error = on_bytes, on_eof, on_error
 
     def start(self) -> None:
         self._read_on()
@@ -93,7 +89,7 @@ class _Direction:
             self._finish_eof()
             return
         self.in_pipe = count
-        self.on_bytes(count)
+        self.owner.pumped(self.up, count)
         self._drain()
 
     def _drain(self) -> None:
@@ -125,12 +121,12 @@ class _Direction:
         if self.in_pipe or self.stopped:
             return  # the pipe's bytes go first; _drain comes back here
         with contextlib.suppress(OSError):  # dst already gone: its own direction reports that
-            self.shutdown_dst()
-        self.on_eof()
+            self.dst_socket.shutdown(socket.SHUT_WR)
+        self.owner.pump_eof(self.up)
 
     def _fail(self, reading: bool, exc: OSError) -> None:
         self.stop()
-        self.on_error(reading, exc)
+        self.owner.pump_error(self.up, reading, exc)
 
     def stop(self) -> None:
         if self.stopped:
@@ -163,26 +159,9 @@ class SplicePump:
             self._close_sockets()
             raise
         client_sock, upstream_sock = self.sockets
-        client_fd, upstream_fd = client_sock.fileno(), upstream_sock.fileno()
         try:
-            self.up = _Direction(
-                loop,
-                client_fd,
-                upstream_fd,
-                lambda n: owner.pumped(True, n),
-                lambda: owner.pump_eof(True),
-                lambda reading, exc: owner.pump_error(True, reading, exc),
-                lambda: upstream_sock.shutdown(socket.SHUT_WR),
-            )
-            self.down = _Direction(
-                loop,
-                upstream_fd,
-                client_fd,
-                lambda n: owner.pumped(False, n),
-                lambda: owner.pump_eof(False),
-                lambda reading, exc: owner.pump_error(False, reading, exc),
-                lambda: client_sock.shutdown(socket.SHUT_WR),
-            )
+            self.up = _Direction(loop, owner, True, client_sock, upstream_sock)
+            self.down = _Direction(loop, owner, False, upstream_sock, client_sock)
         except OSError:
             if hasattr(self, "up"):
                 self.up.stop()
