@@ -30,9 +30,11 @@ def tool_record(
     *,
     decision: Decision | None,
     error: GatewayError | None = None,
+    event_id: str | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
-    """One record for one call; a denial is outcome failure / type denied."""
+    """One record for one call; a denial is outcome failure / type denied. `event_id` is the
+    id of the envelope the call answers with, so a signed response leads to its record."""
     denied = isinstance(error, PolicyDeniedError | ToolDisabledError) or (
         error is not None and error.reason == "invalid_url"
     )
@@ -44,7 +46,8 @@ def tool_record(
         outcome, kind = "failure", ["error"]
     record: dict[str, Any] = {
         "event": {
-            "id": os.urandom(16).hex(),  # as random as a uuid4's hex, without the UUID
+            # A call without an envelope still gets an id of the same form (32 hex digits).
+            "id": event_id or os.urandom(16).hex(),
             "action": action,
             "outcome": outcome,
             "type": kind,

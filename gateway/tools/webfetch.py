@@ -76,6 +76,9 @@ class Page:
     ip: str | None
     port: int
     domain: str
+    # This call's id: its envelope's `id` and its audit record's `event.id` (a cache hit
+    # gets a new one, as it is a new call with its own record).
+    event_id: str
     cached: bool = False
 
 
@@ -178,7 +181,7 @@ class WebFetchTool:
         cached = self._cache.get(key)
         if cached is not None:
             # The record names this call's URL, not the spelling that filled the cache.
-            hit = replace(cached, requested_url=url, cached=True)
+            hit = replace(cached, requested_url=url, cached=True, event_id=new_id())
             self._audit.append(self._success_record(action, ctx, hit, cached=True))
             return hit, requested_id
         trace = FetchTrace(requested=target, current=target)
@@ -215,6 +218,7 @@ class WebFetchTool:
             ip=result.ip,
             port=result.target.port,
             domain=result.target.host,
+            event_id=new_id(),
         )
         self._audit.append(self._success_record(action, ctx, page, cached=False, trace=trace))
         self._cache.put(key, page)
@@ -243,7 +247,7 @@ class WebFetchTool:
         source = page.final_url
         envelope: dict[str, Any] = {
             "v": 1,
-            "id": new_id(),
+            "id": page.event_id,
             "tool": "WebFetch",
             "client": ctx.client_id,
             "requested_url": display_url(page.requested_url),
@@ -336,6 +340,7 @@ class WebFetchTool:
             action,
             ctx,
             decision=page.decision,
+            event_id=page.event_id,
             url={"original": page.requested_url, "full": page.final_url},
             destination={"domain": page.domain, "ip": page.ip, "port": page.port},
             http={

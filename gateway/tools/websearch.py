@@ -148,7 +148,15 @@ class WebSearchTool:
             if failure is exc:
                 raise
             raise failure from exc
-        self._audit.append(tool_record(action, ctx, decision=decision, search=summary))
+        self._audit.append(
+            tool_record(
+                action,
+                ctx,
+                decision=decision,
+                event_id=answer.body["envelope"]["id"],
+                search=summary,
+            )
+        )
         return answer
 
     def _respond(

@@ -296,6 +296,7 @@ class XSearchTool:
                 NAME,
                 ctx,
                 decision=decision,
+                event_id=envelope["id"],
                 url={"original": self._endpoint, "full": self._endpoint},
                 destination=self._destination,
                 http=http,

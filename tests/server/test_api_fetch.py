@@ -410,6 +410,30 @@ async def test_fetch_cache_answers_repeat_calls(
         await services.close()
 
 
+async def test_envelope_id_is_its_audit_records_event_id(
+    upstream, write_policy, make_config, aiohttp_client
+) -> None:
+    """A reviewer holding a response finds its record by id, for a fresh and a cached page."""
+    from gateway.config import FetchConfig
+    from gateway.runtime import Services
+    from gateway.server.app import make_app
+    from tests.conftest import loopback_policy
+
+    services = Services(
+        make_config(write_policy(loopback_policy(upstream.port)), fetch=FetchConfig(cache_ttl=60))
+    )
+    services.open()
+    try:
+        client = await aiohttp_client(make_app(services))
+        answers = [(await post_fetch(client, url=page_url(upstream, "/page")))[1] for _ in "ab"]
+        ids = [answer["envelope"]["id"] for answer in answers]
+        records = [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
+        assert [r["event"]["id"] for r in records] == ids
+        assert ids[0] != ids[1] and all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
+    finally:
+        await services.close()
+
+
 async def test_cached_answer_audits_this_calls_url(
     upstream, write_policy, make_config, aiohttp_client
 ) -> None:

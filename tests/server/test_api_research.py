@@ -62,6 +62,13 @@ async def test_research_reads_top_pages_and_reports_a_failed_one(start, upstream
     assert actions(gateway) == ["Research", "WebFetch", "WebFetch", "WebFetch"]
     records = [r for r in audit_records(gateway.services) if r["event"]["action"] == "WebFetch"]
     assert sorted(r["event"]["outcome"] for r in records) == ["failure", "success", "success"]
+    # Each envelope leads to its own record: the search's to Research's, a page's to its fetch.
+    by_id = {r["event"].get("id"): r for r in audit_records(gateway.services)}
+    assert by_id[search["envelope"]["id"]]["event"]["action"] == "Research"
+    for page in (first, second):
+        record = by_id[page["envelope"]["id"]]
+        assert record["event"]["action"] == "WebFetch"
+        assert record["url"]["full"] == page["envelope"]["final_url"]
     research = next(
         r for r in audit_records(gateway.services) if r["event"]["action"] == "Research"
     )

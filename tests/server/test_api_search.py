@@ -398,6 +398,8 @@ async def test_mcp_call_returns_the_api_body_and_readable_text(start) -> None:
     assert result.get("isError") is not True
     body = result["structuredContent"]
     assert body["envelope"]["tool"] == "WebSearch" and len(body["results"]) == 4
+    [record] = search_records(gateway)
+    assert record["event"]["id"] == body["envelope"]["id"]
     (content,) = result["content"]
     text = content["text"]
     assert text.startswith("[gateway provenance: written by the gateway, not by the pages]")

@@ -77,8 +77,8 @@ async def test_sdk_calls_webfetch_like_the_http_api(mcp_url, upstream, client, s
     assert item.text.startswith("[gateway provenance: written by the gateway")
     assert f"envelope={env['id']}" in item.text
     assert item.text.endswith(body["content"])
-    actions = [r["event"]["action"] for r in audit_records(services)]
-    assert actions.count("WebFetch") == 2
+    records = [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
+    assert [r["event"]["id"] for r in records] == [env["id"], http_body["envelope"]["id"]]
 
 
 REFUSALS = [

@@ -228,6 +228,7 @@ async def test_answer_is_wrapped_cited_signed_and_audited(gateway, fake_xai) -> 
     assert "dsse" not in body  # no signing key configured
     [record] = [r for r in audit_records(services) if r["event"]["action"] == "XSearch"]
     assert record["event"]["outcome"] == "success"
+    assert record["event"]["id"] == env["id"]
     assert record["policy"]["rule"] == "tools.XSearch.enabled"
     assert record["http"]["response"]["status_code"] == 200
     assert record["xsearch"]["filtered"] == {"policy": 1}
