@@ -58,7 +58,10 @@ class Page:
 
     requested_url: str
     final_url: str
-    redirects: tuple[dict[str, Any], ...]
+    redirects: tuple[dict[str, Any], ...]  # as the envelope shows them: status and URL
+    # Each hop's decision as its audit record has it, so a cached answer's record says how
+    # the original fetch got there too.
+    redirect_records: tuple[dict[str, Any], ...]
     status: int
     content_type: str | None
     fetched_at: str
@@ -201,6 +204,7 @@ class WebFetchTool:
             redirects=tuple(
                 {"status": hop.status, "url": display_url(hop.url)} for hop in trace.redirects
             ),
+            redirect_records=tuple(hop.to_record() for hop in trace.redirects),
             status=result.status,
             content_type=normalize_content_type(result.content_type),
             fetched_at=now_iso(),
@@ -220,7 +224,7 @@ class WebFetchTool:
             domain=result.target.host,
             event_id=new_id(),
         )
-        self._audit.append(self._success_record(action, ctx, page, cached=False, trace=trace))
+        self._audit.append(self._success_record(action, ctx, page, cached=False))
         self._cache.put(key, page)
         return page, requested_id
 
@@ -334,7 +338,6 @@ class WebFetchTool:
         page: Page,
         *,
         cached: bool,
-        trace: FetchTrace | None = None,
     ) -> dict[str, Any]:
         return tool_record(
             action,
@@ -348,7 +351,7 @@ class WebFetchTool:
                 "response": {"status_code": page.status, "bytes": page.body_bytes},
             },
             hash={"sha256": page.body_sha256},
-            redirects=[hop.to_record() for hop in trace.redirects] if trace else None,
+            redirects=list(page.redirect_records),
             sanitized={
                 "marker_lookalikes": page.marker_lookalikes,
                 "invisible_chars": page.invisible_chars,

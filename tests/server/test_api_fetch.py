@@ -434,6 +434,35 @@ async def test_envelope_id_is_its_audit_records_event_id(
         await services.close()
 
 
+async def test_cached_answer_records_the_redirect_hops_of_its_fetch(
+    upstream, write_policy, make_config, aiohttp_client
+) -> None:
+    """A cache hit's record carries each hop's decision as the fetch that filled it decided."""
+    from gateway.config import FetchConfig
+    from gateway.runtime import Services
+    from gateway.server.app import make_app
+    from tests.conftest import loopback_policy
+
+    services = Services(
+        make_config(write_policy(loopback_policy(upstream.port)), fetch=FetchConfig(cache_ttl=60))
+    )
+    services.open()
+    try:
+        client = await aiohttp_client(make_app(services))
+        answers = [(await post_fetch(client, url=page_url(upstream, "/chain/2")))[1] for _ in "ab"]
+        assert [a["envelope"]["cached"] for a in answers] == [False, True]
+        assert answers[0]["envelope"]["redirects"] == answers[1]["envelope"]["redirects"]
+        fresh, hit = [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
+        assert hit["cached"] is True and "cached" not in fresh
+        hop = {"decision": "allow", "rule": "domains.allow[0]", "reason": None}
+        assert fresh["redirects"] == [
+            {"url": page_url(upstream, f"/chain/{n}"), "status": 302, **hop} for n in (1, 0)
+        ]
+        assert hit["redirects"] == fresh["redirects"]
+    finally:
+        await services.close()
+
+
 async def test_cached_answer_audits_this_calls_url(
     upstream, write_policy, make_config, aiohttp_client
 ) -> None:
