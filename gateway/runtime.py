@@ -307,14 +307,17 @@ class Services:
     def reload(self, config: GatewayConfig | None = None) -> bool:
         """Re-read policies (and clients, when a new config is given); keep the old state on
         any problem. Writes a `policy_reload` audit record either way."""
-        old = self.state
         try:
             new = load_policy_state(config or self.config)
         except (PolicyValidationError, OSError, ValueError) as exc:
-            problems = tuple(str(exc).splitlines()) or (type(exc).__name__,)
-            self.reload_status = ReloadStatus(now_iso(), False, problems)
-            self.audit.append(_reload_record(old, None, problems))
+            self.reload_failed(str(exc) or type(exc).__name__)
             return False
+        return self.adopt_state(new, config)
+
+    def adopt_state(self, new: PolicyState, config: GatewayConfig | None = None) -> bool:
+        """Swap in a state loaded beforehand (the reload controller reads and compiles it in
+        a thread), with the configuration it came from when one was given."""
+        old = self.state
         self.state = new
         self.metrics.set_clients(c.id for c in new.clients)
         key_problems: tuple[str, ...] = ()

@@ -3,17 +3,20 @@ keeps the running state and reports every problem, restart-only keys are kept an
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import os
+import signal
+import threading
 from pathlib import Path
 
 import pytest
 
 from gateway.config import ClientConfig, ListenConfig
-from gateway.configload import load_config_file
-from gateway.reload import ReloadController
-from gateway.runtime import Services
+from gateway.configload import load_config_file, watched_files
+from gateway.reload import ReloadController, fingerprint_files
+from gateway.runtime import Services, load_policy_state
 
 
 def write_config(path: Path, policy: str, clients: str = "") -> None:
@@ -61,7 +64,7 @@ async def test_a_policy_change_reloads_with_old_and_new_hash(setup) -> None:
     (tmp / "p.yaml").write_text("name: second\ndomains: {allow: [b.example.com]}\n")
     bump(tmp / "p.yaml")
     assert controller.changed() == [str(tmp / "p.yaml")]
-    assert controller.reload("test")
+    assert await controller.reload("test")
     assert services.state.default_policy.name == "second"
     [record] = reload_records(services)
     assert record["policy"]["previous_sha256"] == old_sha
@@ -83,7 +86,7 @@ async def test_a_broken_policy_keeps_the_running_state_and_reports(setup) -> Non
     (tmp / "p.yaml").write_text("name: broken\nmode: maybe\nunknown_key: 1\n")
     bump(tmp / "p.yaml")
     assert controller.changed()
-    assert not controller.reload("test")
+    assert not await controller.reload("test")
     assert services.state is before
     status = services.reload_status
     assert not status.ok and len(status.problems) >= 2
@@ -104,7 +107,7 @@ async def test_clients_reload_live_and_restart_keys_are_kept(setup) -> None:
     )
     bump(tmp / "gateway.yaml")
     assert controller.changed() == [str(tmp / "gateway.yaml")]
-    assert controller.reload("test")
+    assert await controller.reload("test")
     assert [c.id for c in services.state.clients] == ["agent"]
     assert controller.restart_needed == ("instance_id",)
     assert services.config.instance_id == "t"  # not applied live
@@ -117,7 +120,7 @@ async def test_a_broken_config_file_keeps_everything(setup) -> None:
     before = services.state
     (tmp / "gateway.yaml").write_text("listen: {port: seventy}\npolicy: p.yaml\n")
     bump(tmp / "gateway.yaml")
-    assert not controller.reload("test")
+    assert not await controller.reload("test")
     assert services.state is before and not services.reload_status.ok
     assert any("port" in p for p in services.reload_status.problems)
 
@@ -128,7 +131,7 @@ async def test_hooks_see_old_and_new_state(setup) -> None:
     services.on_reload.append(lambda old, new: seen.append((old.default_policy.name, new)))
     controller = ReloadController(services, None)
     (tmp / "p.yaml").write_text("name: third\n")
-    assert controller.reload("test")
+    assert await controller.reload("test")
     assert seen == [("first", services.state)]
 
 
@@ -143,3 +146,135 @@ def test_restart_needed_lists_nested_keys(tmp_path: Path) -> None:
         clients=(ClientConfig(id="a", token_sha256="0" * 64),),
     )
     assert restart_needed(old, new) == ("listen.port",)
+
+
+def edit(path: Path, text: str) -> None:
+    path.write_text(text)
+    bump(path)
+
+
+async def test_an_edit_while_a_reload_reads_is_loaded_by_the_next_poll(setup) -> None:
+    """The edit lands after the reload read the policy and before anything else looks at the
+    file: the watcher must not take the new bytes for the ones it loaded."""
+    tmp, services = setup
+    policy = tmp / "p.yaml"
+
+    edits = ["name: edited-meanwhile\n"]
+
+    def load_then_edit(config):
+        state = load_policy_state(config)
+        if edits:
+            edit(policy, edits.pop())
+        return state
+
+    controller = ReloadController(services, None, load_state=load_then_edit)
+    edit(policy, "name: second\n")
+    assert await controller.reload("test")
+    assert services.state.default_policy.name == "second"
+    assert controller.changed() == [str(policy)]
+    assert await controller.reload("test")
+    assert services.state.default_policy.name == "edited-meanwhile"
+    assert controller.changed() == []
+
+
+async def test_an_edit_while_the_config_is_read_is_loaded_by_the_next_poll(setup) -> None:
+    tmp, services = setup
+    config_path = tmp / "gateway.yaml"
+    digest = hashlib.sha256(b"tok").hexdigest()
+
+    def read_then_edit():
+        config = load_config_file(config_path)
+        edit(config_path, config_path.read_text() + CLIENT.format(digest=digest))
+        return config
+
+    controller = ReloadController(services, read_then_edit)
+    edit(tmp / "p.yaml", "name: second\n")
+    assert await controller.reload("test")
+    assert services.state.clients == ()
+    assert controller.changed() == [str(config_path)]
+
+
+async def test_a_file_edited_within_the_mtime_granularity_is_hashed_again(setup) -> None:
+    """Same size and, on a coarse clock, the same mtime: only the digest can tell."""
+    tmp, services = setup
+    policy = tmp / "p.yaml"
+    controller = ReloadController(services, None)
+    st = policy.stat()
+    policy.write_text(policy.read_text().replace("first", "fifth"))
+    os.utime(policy, ns=(st.st_atime_ns, st.st_mtime_ns))  # as if the clock had not ticked
+    assert policy.stat().st_size == st.st_size
+    assert controller.changed() == [str(policy)]
+
+
+async def test_the_startup_fingerprint_sees_an_edit_made_while_services_were_built(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "p.yaml").write_text("name: first\n")
+    write_config(tmp_path / "gateway.yaml", "p.yaml")
+    config = load_config_file(tmp_path / "gateway.yaml")
+    loaded = fingerprint_files(watched_files(config))
+    services = Services(config)
+    services.open()
+    try:
+        edit(tmp_path / "p.yaml", "name: edited-at-startup\n")
+        controller = ReloadController(services, None, seen=loaded)
+        assert controller.changed() == [str(tmp_path / "p.yaml")]
+    finally:
+        services.audit.close()
+
+
+async def test_reading_and_compiling_run_off_the_event_loop(setup) -> None:
+    """The loader blocks until a coroutine on the loop lets it go: a reload on the loop would
+    never let it run (the loader's wait would time out and it would report so)."""
+    tmp, services = setup
+    started, release = threading.Event(), threading.Event()
+    waited: list[bool] = []
+
+    def slow_load(config):
+        started.set()
+        waited.append(release.wait(timeout=30))
+        return load_policy_state(config)
+
+    controller = ReloadController(services, None, load_state=slow_load)
+    edit(tmp / "p.yaml", "name: second\n")
+    reloading = asyncio.ensure_future(controller.reload("test"))
+    ticks = 0
+    while not started.is_set():
+        await asyncio.sleep(0.001)
+    while ticks < 20:  # the loop keeps running other work while the loader is busy
+        await asyncio.sleep(0)
+        ticks += 1
+    assert not reloading.done() and services.state.default_policy.name == "first"
+    release.set()
+    assert await reloading
+    assert waited == [True]
+    assert services.state.default_policy.name == "second"
+
+
+async def test_a_failing_reload_in_the_thread_changes_nothing_and_is_reported(setup) -> None:
+    tmp, services = setup
+    before = services.state
+    controller = ReloadController(services, None)
+    edit(tmp / "p.yaml", "name: broken\nmode: maybe\n")
+    assert not await controller.reload("test")
+    assert services.state is before
+    assert any("mode" in p for p in services.reload_status.problems)
+    assert controller.changed() == []
+
+
+async def test_sighup_reloads_through_the_thread(setup) -> None:
+    tmp, services = setup
+    controller = ReloadController(services, None)
+    edit(tmp / "p.yaml", "name: by-sighup\n")
+    loop = asyncio.get_running_loop()
+    controller.install_sighup()
+    try:
+        os.kill(os.getpid(), signal.SIGHUP)
+        for _ in range(3000):
+            if controller.reloads:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        loop.remove_signal_handler(signal.SIGHUP)
+    assert controller.reloads == 1
+    assert services.state.default_policy.name == "by-sighup"

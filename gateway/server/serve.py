@@ -20,8 +20,9 @@ from typing import Any
 from aiohttp import web
 
 from gateway.config import GatewayConfig
+from gateway.configload import watched_files
 from gateway.fetch.resolver import own_listening_addresses
-from gateway.reload import ReloadController
+from gateway.reload import ReloadController, fingerprint_files
 from gateway.runtime import Services
 from gateway.server.app import make_app
 from gateway.server.drain import CUT_OFF
@@ -45,6 +46,8 @@ async def serve(
     on_ready: Callable[[Services, list[tuple[str, int]]], Awaitable[None] | None] | None = None,
     reload_config: Callable[[], GatewayConfig] | None = None,
 ) -> int:
+    # Before the services read the policies: an edit from now on is seen as a change.
+    loaded = fingerprint_files(watched_files(config))
     services = Services(config)
     services.open()
     try:
@@ -97,7 +100,7 @@ async def serve(
                 await maybe
         # SIGHUP and file changes reload through one controller, which also keeps the keys
         # that need a restart and reports them in /v1/status.
-        reloader = ReloadController(services, reload_config)
+        reloader = ReloadController(services, reload_config, seen=loaded)
         reloader.install_sighup()
         services.status_providers["reload"] = reloader.status
         watcher = asyncio.ensure_future(reloader.watch())
