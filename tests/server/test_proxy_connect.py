@@ -81,8 +81,20 @@ async def test_curl_https_through_a_tunnel(env) -> None:
     }
     [closed] = await wait_for_records(env, "tunnel_close")
     assert closed["event"]["id"] == opened["event"]["id"]
-    assert closed["tunnel"]["bytes_down"] > BIG and closed["tunnel"]["bytes_up"] > 0
-    assert closed["tunnel"]["end"] in {"closed", "client_closed", "upstream_closed"}
+    assert closed["trace"] == opened["trace"] == {"id": opened["event"]["id"]}
+    assert closed["destination"]["bytes"] > BIG and closed["source"]["bytes"] > 0
+    assert closed["event"]["reason"] in {"closed", "client_closed", "upstream_closed"}
+    assert isinstance(closed["event"]["duration_ms"], int)
+    # Each fact once, in ECS names (CONTRACT 8): no second copy under a name of our own.
+    assert set(closed) - {"@timestamp", "observer", "chain"} == {
+        "event",
+        "client",
+        "policy",
+        "destination",
+        "source",
+        "trace",
+    }
+    assert set(closed["source"]) == {"bytes"}
     assert closed["policy"]["sha256"] == env.services.state.default_policy.sha256
 
 
@@ -94,7 +106,7 @@ async def test_ssh_bytes_are_refused_as_not_tls(env) -> None:
     writer.close()
     [closed] = await wait_for_records(env, "tunnel_close")
     assert closed["policy"]["decision"] == "deny" and closed["policy"]["reason"] == "not_tls"
-    assert closed["event"]["type"] == ["denied"] and closed["tunnel"]["end"] == "not_tls"
+    assert closed["event"]["type"] == ["denied"] and closed["event"]["reason"] == "not_tls"
 
 
 @pytest.mark.parametrize(
@@ -129,7 +141,7 @@ async def test_sni_must_name_the_connect_host(env, server_hostname, reason) -> N
         assert done and closed["event"]["type"] == ["end"]
     else:
         assert not done
-        assert closed["policy"]["reason"] == reason and closed["tunnel"]["end"] == reason
+        assert closed["policy"]["reason"] == reason and closed["event"]["reason"] == reason
 
 
 @pytest.mark.parametrize(
@@ -181,7 +193,7 @@ async def test_idle_tunnel_is_closed(tmp_path, make_config) -> None:
         assert await read_to_end(reader, timeout=3) == b""
         writer.close()
         [closed] = await wait_for_records(env, "tunnel_close")
-        assert closed["tunnel"]["end"] == "idle_timeout"
+        assert closed["event"]["reason"] == "idle_timeout"
         assert closed["event"]["outcome"] == "success"
     finally:
         await env.close()
@@ -198,7 +210,7 @@ async def test_max_duration_ends_a_busy_tunnel(tmp_path, make_config) -> None:
         await read_to_end(reader, timeout=3)
         writer.close()
         [closed] = await wait_for_records(env, "tunnel_close")
-        assert closed["tunnel"]["end"] == "max_duration"
+        assert closed["event"]["reason"] == "max_duration"
     finally:
         await env.close()
 
@@ -216,7 +228,7 @@ async def test_tunnel_pipes_raw_bytes_both_ways_without_tls_check(tmp_path, make
         assert len(body.partition(b"\r\n\r\n")[2]) == BIG
         writer.close()
         [closed] = await wait_for_records(env, "tunnel_close")
-        assert closed["tunnel"]["bytes_down"] == len(body)
+        assert closed["destination"]["bytes"] == len(body)
     finally:
         await env.close()
 
@@ -282,7 +294,7 @@ async def test_reload_closes_tunnels_it_no_longer_allows(tmp_path, make_config, 
         assert await read_to_end(reader) == b""
         writer.close()
         [closed] = await wait_for_records(env, "tunnel_close")
-        assert closed["tunnel"]["end"] == end
+        assert closed["event"]["reason"] == end
     finally:
         await env.close()
 
@@ -350,7 +362,7 @@ async def test_close_after_drain_keeps_to_the_grace_counted_from_the_drain(
         assert env.proxy.tunnels
         await asyncio.wait_for(env.proxy.close(), 0.8)  # ends it at once, no second grace
         [closed] = await wait_for_records(env, "tunnel_close")
-        assert closed["tunnel"]["end"] == "shutdown"
+        assert closed["event"]["reason"] == "shutdown"
         writer.close()
     finally:
         await env.close()
@@ -401,9 +413,9 @@ async def test_half_close_reaches_the_upstream_and_the_answer_comes_back(
         assert answer == sent[::-1] * 64
         writer.close()
         [closed] = await wait_for_records(env, "tunnel_close")
-        assert closed["tunnel"]["end"] == "closed"
-        assert closed["tunnel"]["bytes_up"] == len(sent)
-        assert closed["tunnel"]["bytes_down"] == len(answer)
+        assert closed["event"]["reason"] == "closed"
+        assert closed["source"]["bytes"] == len(sent)
+        assert closed["destination"]["bytes"] == len(answer)
     finally:
         await env.close()
         server.close()
@@ -422,7 +434,7 @@ async def test_a_client_that_resets_ends_the_tunnel_as_a_client_error(
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         writer.transport.abort()  # an RST, with the response still coming
         [closed] = await wait_for_records(env, "tunnel_close")
-        assert closed["tunnel"]["end"] in ("client_error", "client_closed")
+        assert closed["event"]["reason"] in ("client_error", "client_closed")
         assert not env.proxy.tunnels
     finally:
         await env.close()
@@ -462,7 +474,7 @@ async def test_a_large_download_streams_through_in_bounded_memory(tmp_path, make
         assert peak - start < 48 << 20, f"grew {(peak - start) >> 20} MB"
         writer.close()
         [closed] = await wait_for_records(env, "tunnel_close")
-        assert closed["tunnel"]["bytes_down"] == received
+        assert closed["destination"]["bytes"] == received
     finally:
         await env.close()
         server.close()
