@@ -178,6 +178,8 @@ class Metrics:
         self.requests_in_flight = 0
         self.tunnels_open = 0
         self._refreshers: list[Refresher] = []
+        # With several workers: adds the other workers' series to a scrape (server/worker_metrics).
+        self.merge: Callable[[bytes], bytes] | None = None
         self._search = _SearchStats()
         r.register(self._search)
         info = Gauge("gateway_info", "Version and instance", ["version", "instance"], registry=r)
@@ -328,6 +330,11 @@ class Metrics:
         self._refreshers.append(refresher)
 
     async def render(self) -> bytes:
+        """What /metrics answers: this process's series, and every live worker's with workers."""
+        own = await self.render_own()
+        return own if self.merge is None else self.merge(own)
+
+    async def render_own(self) -> bytes:
         for refresher in self._refreshers:
             try:
                 await asyncio.wait_for(refresher(), REFRESH_TIMEOUT_S)

@@ -27,6 +27,7 @@ from gateway.runtime import Services
 from gateway.server.app import make_app
 from gateway.server.drain import CUT_OFF
 from gateway.server.proxy import install_forward_proxy
+from gateway.server.worker_metrics import SNAPSHOT_INTERVAL, WorkerMetrics
 
 log = logging.getLogger("gateway.serve")
 
@@ -45,6 +46,7 @@ async def serve(
     stop: asyncio.Event | None = None,
     on_ready: Callable[[Services, list[tuple[str, int]]], Awaitable[None] | None] | None = None,
     reload_config: Callable[[], GatewayConfig] | None = None,
+    worker_metrics: WorkerMetrics | None = None,
 ) -> int:
     # Before the services read the policies: an edit from now on is seen as a change.
     loaded = fingerprint_files(watched_files(config))
@@ -68,7 +70,10 @@ async def serve(
         raise
     stop = stop or asyncio.Event()
     binds: list[tuple[str, int]] = []
+    snapshots: asyncio.Future[None] | None = None
     try:
+        # Written before the port opens, so the other workers' scrapes count this one at once.
+        snapshots = _share_metrics(services, worker_metrics)
         # Several workers (gateway/server/workers.py) share the port; the kernel spreads the
         # connections between them.
         site = web.TCPSite(
@@ -112,10 +117,28 @@ async def serve(
         services.draining = True
         await _drain(services, runner, config.server.shutdown_grace)
     finally:
+        if snapshots is not None:
+            snapshots.cancel()
+        if worker_metrics is not None:
+            worker_metrics.close()
         await runner.cleanup()
         await services.close()
         log.info("stopped", extra={"audit_seq": services.audit.seq})
     return 0
+
+
+def _share_metrics(services: Services, shared: WorkerMetrics | None) -> asyncio.Future[None] | None:
+    """With several workers, /metrics answers every live worker's series (one snapshot a
+    second from each); without the shared directory it answers this worker's alone."""
+    if shared is None:
+        return None
+    try:
+        shared.open()
+    except OSError as exc:
+        log.error("metrics are not shared with the other workers", extra={"error": str(exc)})
+        return None
+    services.metrics.merge = shared.merge
+    return asyncio.ensure_future(shared.run(services.metrics.render_own, SNAPSHOT_INTERVAL))
 
 
 def _bound(site: web.TCPSite) -> list[tuple[str, int]]:

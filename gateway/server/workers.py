@@ -15,9 +15,11 @@ import dataclasses
 import logging
 import multiprocessing
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,6 +56,8 @@ class WorkerPlan:
     index: int
     base_instance: str
     build: ConfigBuilder
+    # Where the workers share their metrics (server/worker_metrics.py); made by the supervisor.
+    metrics_dir: str | None = None
 
     def config(self) -> GatewayConfig:
         fresh = self.build()
@@ -91,6 +95,7 @@ def _worker_main(plan: WorkerPlan, ready: Connection) -> None:
 async def _serve_worker(plan: WorkerPlan, ready: Connection) -> int:
     from gateway.runtime import Services
     from gateway.server.serve import serve
+    from gateway.server.worker_metrics import WorkerMetrics
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -111,7 +116,16 @@ async def _serve_worker(plan: WorkerPlan, ready: Connection) -> int:
         if parent is not None:
             loop.add_reader(parent.sentinel, parent_gone, services)
 
-    return await serve(plan.config(), stop=stop, on_ready=on_ready, reload_config=plan.config)
+    shared_metrics = (
+        WorkerMetrics(plan.metrics_dir, str(plan.index)) if plan.metrics_dir is not None else None
+    )
+    return await serve(
+        plan.config(),
+        stop=stop,
+        on_ready=on_ready,
+        reload_config=plan.config,
+        worker_metrics=shared_metrics,
+    )
 
 
 # --- the parent side -------------------------------------------------------------------------
@@ -157,6 +171,12 @@ class Supervisor:
         old_fd = signal.set_wakeup_fd(self._wake_w.fileno())
         for signum in FORWARDED:
             signal.signal(signum, _noted)
+        # Private to this run (mode 0700); each worker's /metrics reads the others' from it.
+        metrics_dir = tempfile.mkdtemp(
+            prefix="gateway-metrics-", dir=os.environ.get("XDG_RUNTIME_DIR") or None
+        )
+        for slot in self.slots:
+            slot.plan = dataclasses.replace(slot.plan, metrics_dir=metrics_dir)
         try:
             log.info(
                 "starting workers",
@@ -167,6 +187,7 @@ class Supervisor:
             return self._loop()
         finally:
             self._kill_all()
+            shutil.rmtree(metrics_dir, ignore_errors=True)
             signal.set_wakeup_fd(old_fd)
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
