@@ -1,23 +1,27 @@
 """Cutting off tool calls that outlive `server.shutdown_grace`, without losing their records.
 
 The serve loop calls `CutOff.cut()` when the grace is over: every tool call still running is
-cancelled, and this middleware turns that cancellation into an audited `unavailable` answer,
-so traffic never ends unrecorded (CONTRACT 8, fail closed). It decides nothing else.
+cancelled, and the middleware (HTTP API) or `call_until_cut_off` (MCP's tools/call) turns that
+cancellation into an audited `unavailable` answer, so traffic never ends unrecorded
+(CONTRACT 8, fail closed). It decides nothing else.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from gateway.audit.log import AuditLog
 from gateway.errors import AuditWriteError, UnavailableError
 from gateway.server.app import REQUEST_ID, SERVICES, Handler, caller, error_response
 from gateway.tools.context import CallContext
 from gateway.tools.records import tool_record
+from gateway.tools.registry import ToolSpec
 
 CUT_OFF_MESSAGE = "the gateway shut down before this call finished (server.shutdown_grace)"
 
@@ -62,6 +66,30 @@ async def audit_cut_offs(request: web.Request, handler: Handler) -> web.StreamRe
         cut_off.tasks.discard(task)
 
 
+async def call_until_cut_off(
+    request: web.Request, spec: ToolSpec, ctx: CallContext, arguments: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One tool call inside a request that is not a tool route (MCP's tools/call), cut off
+    at the end of the grace like the HTTP API's: raises the audited `UnavailableError` (or
+    the `AuditWriteError` that refused it), which the caller answers as a tool error."""
+    cut_off = request.app[CUT_OFF]
+    task = asyncio.current_task()
+    if cut_off.active:  # a later call of a batch, after the cut: never started, still on record
+        raise _record_cut_off(request.app[SERVICES].audit, spec.name, ctx, arguments)
+    if task is None:
+        return await spec.call(ctx, arguments)
+    cut_off.tasks.add(task)
+    try:
+        return await spec.call(ctx, arguments)
+    except asyncio.CancelledError:
+        if not cut_off.active:
+            raise
+        task.uncancel()
+        raise _record_cut_off(request.app[SERVICES].audit, spec.name, ctx, arguments) from None
+    finally:
+        cut_off.tasks.discard(task)
+
+
 async def _answer_cut_off(request: web.Request, tool: str, started: float) -> web.Response:
     services = request.app[SERVICES]
     client = caller(request)
@@ -71,24 +99,30 @@ async def _answer_cut_off(request: web.Request, tool: str, started: float) -> we
         request_id=request[REQUEST_ID],
         started=started,
     )
+    return error_response(
+        _record_cut_off(services.audit, tool, ctx, _body(request)), ctx.request_id
+    )
+
+
+def _record_cut_off(
+    audit: AuditLog, tool: str, ctx: CallContext, arguments: Mapping[str, Any]
+) -> UnavailableError:
+    """Audit one cut-off call; the error to answer with (the audit log's own when it failed)."""
     error = UnavailableError(CUT_OFF_MESSAGE, retry_after=5)
-    record = tool_record(tool, ctx, decision=None, error=error, **_requested(request))
+    url = arguments.get("url")
+    requested = {"original": url[:4096]} if isinstance(url, str) else None
     try:
-        services.audit.append(record)
+        audit.append(tool_record(tool, ctx, decision=None, error=error, url=requested))
     except AuditWriteError as exc:
-        return error_response(exc, request[REQUEST_ID])
-    return error_response(error, request[REQUEST_ID])
+        return exc
+    return error
 
 
-def _requested(request: web.Request) -> dict[str, Any]:
+def _body(request: web.Request) -> Mapping[str, Any]:
     """What the call asked for, from the body aiohttp already read (never re-read here)."""
     raw = getattr(request, "_read_bytes", None)
     try:
         body = orjson.loads(raw) if raw else None
     except orjson.JSONDecodeError:
         body = None
-    if not isinstance(body, dict):
-        return {}
-    if isinstance(body.get("url"), str):
-        return {"url": {"original": body["url"][:4096]}}
-    return {}
+    return body if isinstance(body, dict) else {}

@@ -26,6 +26,7 @@ from gateway.errors import (
 )
 from gateway.server.api import context
 from gateway.server.app import REQUEST_ID, SERVICES, Handler, caller
+from gateway.server.drain import call_until_cut_off
 from gateway.tools import jsonwire
 from gateway.tools.registry import ToolSpec
 
@@ -307,7 +308,7 @@ async def _call(request: web.Request, params: dict[str, Any]) -> dict[str, Any]:
         )
     ctx = context(request)
     try:
-        body = await spec.call(ctx, arguments)
+        body = await call_until_cut_off(request, spec, ctx, arguments)
     except GatewayError as error:
         return error_result(error, ctx.request_id)
     return {

@@ -164,6 +164,52 @@ async def test_a_request_that_outlives_the_grace_is_cut_off_and_audited(tmp_path
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+async def mcp_fetch(gateway: GatewayProcess, url: str) -> tuple[int, dict]:
+    message = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "WebFetch", "arguments": {"url": url}},
+    }
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{gateway.url}/mcp", json=message, headers={"Accept": "application/json"}
+        ) as response,
+    ):
+        return response.status, await response.json()
+
+
+async def test_an_mcp_call_that_outlives_the_grace_is_cut_off_and_audited(tmp_path, drip) -> None:
+    gateway = await start_gateway(tmp_path, drip.port, grace=1)
+    url = f"http://site.example.com:{drip.port}/drip/20"
+    try:
+        request = asyncio.ensure_future(mcp_fetch(gateway, url))
+        await asyncio.wait_for(drip.request_started.wait(), 10)
+        gateway.signal(signal.SIGTERM)
+        status, answer = await asyncio.wait_for(request, 15)
+        assert await gateway.wait(15) == 0, gateway.oplog
+    finally:
+        await gateway.kill()
+    # A tool error the model can read (CONTRACT 7), not a dropped connection.
+    assert status == 200 and answer["id"] == 7, answer
+    result = answer["result"]
+    assert result["isError"] is True
+    error = result["structuredContent"]["error"]
+    assert error["code"] == "unavailable" and "shutdown_grace" in error["message"]
+    assert "shutdown_grace" in result["content"][0]["text"]
+    log = tmp_path / "audit" / "gateway-drain-test.jsonl"
+    written = records(log)
+    fetches = [r for r in written if r["event"]["action"] == "WebFetch"]
+    assert len(fetches) == 1 and fetches[0]["event"]["outcome"] == "failure"
+    assert fetches[0]["error"]["code"] == "unavailable"
+    assert fetches[0]["url"]["original"] == url
+    assert fetches[0]["trace"]["id"] == error["request_id"]
+    assert [r["event"]["action"] for r in written[-2:]] == ["WebFetch", "checkpoint"]
+    checked = verify(tmp_path, log)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
 async def test_an_idle_gateway_exits_at_once(tmp_path, drip) -> None:
     gateway = await start_gateway(tmp_path, drip.port, grace=30)
     try:
