@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import AuditConfig, GatewayConfig, ResolverConfig
+from tests.processes import RedisProcess
 from tests.upstream import make_upstream
 
 # Names the tests' resolver answers; everything else fails to resolve (and the suite runs in
@@ -67,3 +68,11 @@ def make_config(tmp_path: Path) -> Callable[..., GatewayConfig]:
         return GatewayConfig(policy=policy_path, **fields)  # type: ignore[arg-type]
 
     return make
+
+
+@pytest.fixture
+async def redis_server(tmp_path):
+    """A private redis-server on a free loopback port, for the shared-state tests."""
+    server = await RedisProcess(tmp_path).start()
+    yield server
+    await server.stop()

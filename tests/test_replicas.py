@@ -9,18 +9,11 @@ import aiohttp
 import pytest
 
 from tests.conftest import loopback_policy
-from tests.processes import GatewayProcess, RedisProcess
+from tests.processes import GatewayProcess
 
 TOKEN = "replica-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 RPM = 3
-
-
-@pytest.fixture
-async def redis_server(tmp_path):
-    server = await RedisProcess(tmp_path).start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

@@ -12,18 +12,11 @@ import pytest
 from aiohttp import web
 
 from tests.conftest import loopback_policy
-from tests.processes import GatewayProcess, RedisProcess
+from tests.processes import GatewayProcess
 from tests.search.conftest import FakeUpstream, Reply
 from tests.tools.searchgateway import searxng_ok
 
 PROVIDERS = ("searx-a", "searx-b")
-
-
-@pytest.fixture
-async def redis_server(tmp_path):
-    server = await RedisProcess(tmp_path).start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

@@ -384,9 +384,9 @@ async def test_health_ready_status(client, services) -> None:
     assert status["client"] is None and status["version"]
 
 
-async def test_fetch_cache_answers_repeat_calls(
-    upstream, write_policy, make_config, aiohttp_client
-) -> None:
+@pytest.fixture
+async def cached(upstream, write_policy, make_config, aiohttp_client):
+    """(services, client) of a gateway with `fetch.cache_ttl: 60`."""
     from gateway.config import FetchConfig
     from gateway.runtime import Services
     from gateway.server.app import make_app
@@ -397,97 +397,58 @@ async def test_fetch_cache_answers_repeat_calls(
     )
     services.open()
     try:
-        client = await aiohttp_client(make_app(services))
-        _, first = await post_fetch(client, url=page_url(upstream, "/page"))
-        _, second = await post_fetch(client, url=page_url(upstream, "/page"))
-        assert (first["envelope"]["cached"], second["envelope"]["cached"]) == (False, True)
-        for key in ("fetched_at", "body_sha256", "content_sha256"):
-            assert first["envelope"][key] == second["envelope"][key]
-        assert first["envelope"]["marker"] != second["envelope"]["marker"]
-        records = [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
-        assert len(records) == 2 and records[1]["cached"] is True
+        yield services, await aiohttp_client(make_app(services))
     finally:
         await services.close()
 
 
-async def test_envelope_id_is_its_audit_records_event_id(
-    upstream, write_policy, make_config, aiohttp_client
-) -> None:
+async def test_fetch_cache_answers_repeat_calls(upstream, cached) -> None:
+    services, client = cached
+    _, first = await post_fetch(client, url=page_url(upstream, "/page"))
+    _, second = await post_fetch(client, url=page_url(upstream, "/page"))
+    assert (first["envelope"]["cached"], second["envelope"]["cached"]) == (False, True)
+    for key in ("fetched_at", "body_sha256", "content_sha256"):
+        assert first["envelope"][key] == second["envelope"][key]
+    assert first["envelope"]["marker"] != second["envelope"]["marker"]
+    records = [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
+    assert len(records) == 2 and records[1]["cached"] is True
+
+
+async def test_envelope_id_is_its_audit_records_event_id(upstream, cached) -> None:
     """A reviewer holding a response finds its record by id, for a fresh and a cached page."""
-    from gateway.config import FetchConfig
-    from gateway.runtime import Services
-    from gateway.server.app import make_app
-    from tests.conftest import loopback_policy
-
-    services = Services(
-        make_config(write_policy(loopback_policy(upstream.port)), fetch=FetchConfig(cache_ttl=60))
-    )
-    services.open()
-    try:
-        client = await aiohttp_client(make_app(services))
-        answers = [(await post_fetch(client, url=page_url(upstream, "/page")))[1] for _ in "ab"]
-        ids = [answer["envelope"]["id"] for answer in answers]
-        records = [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
-        assert [r["event"]["id"] for r in records] == ids
-        assert ids[0] != ids[1] and all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
-    finally:
-        await services.close()
+    services, client = cached
+    answers = [(await post_fetch(client, url=page_url(upstream, "/page")))[1] for _ in "ab"]
+    ids = [answer["envelope"]["id"] for answer in answers]
+    records = [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
+    assert [r["event"]["id"] for r in records] == ids
+    assert ids[0] != ids[1] and all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
 
 
-async def test_cached_answer_records_the_redirect_hops_of_its_fetch(
-    upstream, write_policy, make_config, aiohttp_client
-) -> None:
+async def test_cached_answer_records_the_redirect_hops_of_its_fetch(upstream, cached) -> None:
     """A cache hit's record carries each hop's decision as the fetch that filled it decided."""
-    from gateway.config import FetchConfig
-    from gateway.runtime import Services
-    from gateway.server.app import make_app
-    from tests.conftest import loopback_policy
-
-    services = Services(
-        make_config(write_policy(loopback_policy(upstream.port)), fetch=FetchConfig(cache_ttl=60))
-    )
-    services.open()
-    try:
-        client = await aiohttp_client(make_app(services))
-        answers = [(await post_fetch(client, url=page_url(upstream, "/chain/2")))[1] for _ in "ab"]
-        assert [a["envelope"]["cached"] for a in answers] == [False, True]
-        assert answers[0]["envelope"]["redirects"] == answers[1]["envelope"]["redirects"]
-        fresh, hit = [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
-        assert hit["cached"] is True and "cached" not in fresh
-        hop = {"decision": "allow", "rule": "domains.allow[0]", "reason": None}
-        assert fresh["redirects"] == [
-            {"url": page_url(upstream, f"/chain/{n}"), "status": 302, **hop} for n in (1, 0)
-        ]
-        assert hit["redirects"] == fresh["redirects"]
-    finally:
-        await services.close()
+    services, client = cached
+    answers = [(await post_fetch(client, url=page_url(upstream, "/chain/2")))[1] for _ in "ab"]
+    assert [a["envelope"]["cached"] for a in answers] == [False, True]
+    assert answers[0]["envelope"]["redirects"] == answers[1]["envelope"]["redirects"]
+    fresh, hit = [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
+    assert hit["cached"] is True and "cached" not in fresh
+    hop = {"decision": "allow", "rule": "domains.allow[0]", "reason": None}
+    assert fresh["redirects"] == [
+        {"url": page_url(upstream, f"/chain/{n}"), "status": 302, **hop} for n in (1, 0)
+    ]
+    assert hit["redirects"] == fresh["redirects"]
 
 
-async def test_cached_answer_audits_this_calls_url(
-    upstream, write_policy, make_config, aiohttp_client
-) -> None:
+async def test_cached_answer_audits_this_calls_url(upstream, cached) -> None:
     """A cache hit for another spelling of the same URL records the URL this caller sent."""
-    from gateway.config import FetchConfig
-    from gateway.runtime import Services
-    from gateway.server.app import make_app
-    from tests.conftest import loopback_policy
-
-    config = make_config(
-        write_policy(loopback_policy(upstream.port)), fetch=FetchConfig(cache_ttl=60)
-    )
-    services = Services(config)
-    services.open()
-    try:
-        client = await aiohttp_client(make_app(services))
-        url = page_url(upstream, "/page")
-        respelled = url.replace("site.example.com", "Site.Example.com", 1)
-        _, first = await post_fetch(client, url=url)
-        _, second = await post_fetch(client, url=respelled)
-        assert second["envelope"]["cached"] is True
-        records = [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
-        assert [r["url"]["original"] for r in records] == [url, respelled]
-    finally:
-        await services.close()
+    services, client = cached
+    url = page_url(upstream, "/page")
+    respelled = url.replace("site.example.com", "Site.Example.com", 1)
+    _, first = await post_fetch(client, url=url)
+    _, second = await post_fetch(client, url=respelled)
+    assert second["envelope"]["cached"] is True
+    records = [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
+    assert [r["url"]["original"] for r in records] == [url, respelled]
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.server.worker_metrics import WorkerMetrics, merge_expositions, with_worker_label
-from tests.processes import GatewayProcess, RedisProcess
+from tests.processes import GatewayProcess
 
 
 @pytest.mark.parametrize(
@@ -135,13 +135,6 @@ def test_worker_names_are_indexes(tmp_path: Path, name: str) -> None:
 
 STATUS_REQUESTS = 12
 STATUS_COUNT = "gateway_http_request_duration_seconds_count"
-
-
-@pytest.fixture
-async def redis_server(tmp_path):
-    server = await RedisProcess(tmp_path).start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

@@ -20,16 +20,9 @@ import yaml
 
 from gateway.config import GatewayConfig
 from gateway.server.workers import WorkerPlan, worker_instance_id
-from tests.processes import GatewayProcess, RedisProcess, free_port
+from tests.processes import GatewayProcess, free_port
 
 INSTANCES = ["gw-w0", "gw-w1"]
-
-
-@pytest.fixture
-async def redis_server(tmp_path):
-    server = await RedisProcess(tmp_path).start()
-    yield server
-    await server.stop()
 
 
 def workers_config(redis_url: str) -> dict:

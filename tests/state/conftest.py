@@ -6,14 +6,6 @@ import pytest
 
 from gateway.metrics import Metrics
 from gateway.state.connection import SharedState
-from tests.processes import RedisProcess
-
-
-@pytest.fixture
-async def redis_server(tmp_path):
-    server = await RedisProcess(tmp_path).start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture
