@@ -559,9 +559,10 @@ def curl_tunnel(target: Target, nginx_port: int, requests: int) -> dict[str, Any
     """`curl -p -x`: one tunnel, `requests` sequential GETs of the 1 MB file through it (plus
     3 untimed), as the research note measured CONNECT; times per transfer from curl itself."""
     url = f"http://{target.host}:{nginx_port}/1m.bin"
+    # nginx itself (no proxy): the floor any tunnel adds to, for context
+    via = ["-p", "-x", f"http://127.0.0.1:{target.port}"] if target.proxy else []
     command = [
-        "curl", "-s", "-p", "-x", f"http://127.0.0.1:{target.port}", "--noproxy", "",
-        "-w", "%{http_code} %{time_total} %{size_download}\n",
+        "curl", "-s", *via, "--noproxy", "", "-w", "%{http_code} %{time_total} %{size_download}\n",
     ]  # fmt: skip
     for _ in range(requests + 3):
         command += ["-o", "/dev/null", url]
@@ -645,7 +646,9 @@ def main() -> None:
         targets, skipped = start_targets(children, folder, nginx_port, args)
         if args.only:
             targets = [t for t in targets if t.name in args.only]
-        direct = Target("nginx (direct)", nginx_port, nginx_process.pid, proxy=False, tunnels=False)
+        direct = Target(
+            "nginx (direct)", nginx_port, nginx_process.pid, proxy=False, tunnels=bool(CURL)
+        )
         load = Load()
         try:
             results = run_rounds(load, [direct, *targets], nginx_port, args)
@@ -840,7 +843,8 @@ def report(
     print(
         "CPU: the target's process tree (user + system) per request at c=64, and per MB through"
         " a tunnel; it moves less than req/s when other work shares the machine\n"
-        "*: 1 MB over the median transfer's time (curl -p -x, one tunnel, sequential GETs)"
+        "*: 1 MB over the median transfer's time (curl -p -x, one tunnel, sequential GETs;"
+        " for nginx (direct), curl without a proxy)"
     )
     for name, cells in results.items():
         if "tunnel_p50" in cells:
