@@ -1,0 +1,508 @@
+"""One request on the proxy port, from its head to its audit record and answer: an
+absolute-form `http://` request forwarded through `fetch.upstream`'s pool, or a CONNECT
+decided, opened with `fetch.tunnel` and handed to a `Tunnel`. Owns neither the connection
+(`proxy.ProxyConnection`) nor the listener (`proxy.ForwardProxy`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from gateway.errors import (
+    AuditWriteError,
+    GatewayError,
+    PolicyDeniedError,
+    RateLimitedError,
+    RequestTooLargeError,
+    UnauthorizedError,
+    UnavailableError,
+    UpstreamTimeoutError,
+)
+from gateway.fetch.client import ACCEPT
+from gateway.fetch.tunnel import open_tunnel
+from gateway.fetch.upstream import request_head
+from gateway.limits import Lease
+from gateway.policy.engine import Decision, Reason, decide_target, decide_url
+from gateway.policy.model import Policy
+from gateway.policy.urls import InvalidURLError, Target, parse_url
+from gateway.runtime import ClientIdentity
+from gateway.server.proxy_auth import REALM, claimed_user
+from gateway.server.proxy_http import BadRequestError, RequestHead
+from gateway.server.proxy_records import auth_failure_record, new_event_id, proxy_record
+from gateway.server.proxy_responses import (
+    one_line,
+    plain_response,
+    response_has_body,
+    response_head,
+)
+from gateway.server.proxy_tunnel import Tunnel, UpstreamSide
+
+if TYPE_CHECKING:
+    from gateway.server.proxy import ForwardProxy, ProxyConnection
+
+
+def same_authority(host_header: str, target: Target, request_target: str = "") -> bool:
+    """Whether a Host header names the same host and port as the absolute URI."""
+    authority = request_target.partition("://")[2].partition("/")[0]
+    if authority and "@" not in authority and host_header.lower() == authority.lower():
+        return True  # the usual case, spelled alike: no second parse
+    try:
+        parsed = parse_url(f"{target.scheme}://{host_header}/")
+    except InvalidURLError:
+        return False
+    return parsed.host == target.host and parsed.port == target.port and "/" not in host_header
+
+
+class IdleWatch:
+    """Cancels a request's task once nothing has come from the upstream for `idle` seconds.
+    Activity only stamps `last`. One per connection, reused by its requests: its one timer
+    re-arms itself when it fires early, where a per-read timeout makes a timer per chunk."""
+
+    __slots__ = ("loop", "idle", "task", "last", "timer", "fired", "streaming")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, idle: float) -> None:
+        self.loop = loop
+        self.idle = idle
+        self.task: asyncio.Task[Any] | None = None  # the request watched; None between them
+        self.last = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+        self.fired = False
+        self.streaming = False  # the response head went out
+
+    def start(self) -> None:
+        self.task = asyncio.current_task()
+        self.last = self.loop.time()
+        self.fired = self.streaming = False
+        if self.timer is None:
+            self.timer = self.loop.call_at(self.last + self.idle, self._check)
+
+    def touch(self) -> None:
+        self.last = self.loop.time()
+
+    def stop(self) -> None:
+        self.task = None  # the timer stays; it finds nothing to watch and lapses
+
+    def close(self) -> None:
+        self.task = None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _check(self) -> None:
+        self.timer = None
+        task = self.task
+        if task is None or task.done():
+            return
+        due = self.last + self.idle
+        if self.loop.time() < due:
+            self.timer = self.loop.call_at(due, self._check)
+            return
+        self.fired = True
+        task.cancel()
+
+
+class Exchange:
+    """One request on the proxy port, from its head to its audit record and answer."""
+
+    __slots__ = (
+        "proxy",
+        "conn",
+        "head",
+        "client",
+        "policy",
+        "event_id",
+        "started",
+    )
+
+    def __init__(self, proxy: ForwardProxy, conn: ProxyConnection, head: RequestHead) -> None:
+        self.proxy = proxy
+        self.conn = conn
+        self.head = head
+        self.client: ClientIdentity | None = None
+        self.policy: Policy | None = None
+        self.event_id = new_event_id()
+        self.started = time.monotonic()
+
+    @property
+    def client_id(self) -> str | None:
+        return self.client.id if self.client else None
+
+    @property
+    def action(self) -> str:
+        return "proxy_connect" if self.head.method == "CONNECT" else "proxy_http"
+
+    def record(self, **fields: Any) -> dict[str, Any]:
+        return proxy_record(
+            self.action,
+            event_id=self.event_id,
+            duration_ms=int((time.monotonic() - self.started) * 1000),
+            client_id=self.client_id,
+            policy=self.policy,
+            source=self.conn.peer,
+            url=self.head.target,
+            method=self.head.method,
+            request_id=self.event_id,
+            **fields,
+        )
+
+    def reply(
+        self,
+        status: int,
+        reason: str,
+        rule: str | None,
+        message: str,
+        keep_alive: bool,
+        extra: tuple[tuple[str, str], ...] = (),
+    ) -> bool:
+        keep_alive = keep_alive and self.head.keep_alive and not self.head.has_body
+        self.conn.write(
+            plain_response(
+                status,
+                reason,
+                rule,
+                message,
+                keep_alive=keep_alive,
+                request_id=self.event_id,
+                version=self.head.version,
+                extra=extra,
+            )
+        )
+        return keep_alive
+
+    def audited_reply(
+        self,
+        record: dict[str, Any],
+        status: int,
+        reason: str,
+        rule: str | None,
+        message: str,
+        keep_alive: bool,
+        extra: tuple[tuple[str, str], ...] = (),
+    ) -> bool:
+        """Write the record first; if the log cannot take it, the answer is 503 instead."""
+        try:
+            self.proxy.audit(record)
+        except AuditWriteError as exc:
+            return self.reply(503, "unavailable", None, exc.message, False)
+        return self.reply(status, reason, rule, message, keep_alive, extra)
+
+    def fail(self, status: int, reason: str, message: str, keep_alive: bool) -> bool:
+        error = GatewayError(message, reason=reason)
+        record = self.record(decision=None, error=error, status=status)
+        record["error"]["code"] = reason
+        return self.audited_reply(record, status, reason, None, message, keep_alive)
+
+    def gateway_error(self, error: GatewayError, keep_alive: bool = True) -> bool:
+        record = self.record(decision=None, error=error, status=error.http_status)
+        extra: tuple[tuple[str, str], ...] = ()
+        if error.retry_after is not None:
+            extra = (("Retry-After", str(max(1, int(error.retry_after + 0.999)))),)
+        return self.audited_reply(
+            record, error.http_status, error.code, None, error.message, keep_alive, extra
+        )
+
+    def deny(self, decision: Decision, target: Target | None = None) -> bool:
+        invalid = decision.reason is Reason.INVALID_URL
+        record = self.record(
+            decision=decision,
+            denied=True,
+            status=400 if invalid else 403,
+            destination=_destination(target, None),
+        )
+        return self.audited_reply(
+            record,
+            400 if invalid else 403,
+            str(decision.reason),
+            decision.rule,
+            "refused by the gateway: " + decision.describe(),
+            True,
+        )
+
+    def unauthorized(self, error: UnauthorizedError, header: str | None) -> bool:
+        record = auth_failure_record(
+            transport="proxy",
+            message=error.message,
+            client_hint=claimed_user(header, {c.id for c in self.proxy.services.state.clients}),
+            source=self.conn.peer,
+            request_id=self.event_id,
+        )
+        return self.audited_reply(
+            record,
+            407,
+            "unauthorized",
+            None,
+            error.message,
+            True,
+            (("Proxy-Authenticate", REALM),),
+        )
+
+    # --- absolute-form http:// ----------------------------------------------------------
+
+    async def forward(self) -> bool:
+        head, policy = self.head, self.policy
+        assert policy is not None
+        if not head.target.lower().startswith("http://"):
+            if head.target.startswith("/"):
+                message = (
+                    "this port is a forward proxy: send absolute-form requests"
+                    " (GET http://host/path), e.g. curl -x"
+                )
+            elif head.target.lower().startswith("https://"):
+                # The proxy never speaks TLS to an upstream for a client (that would be
+                # interception); https goes through a CONNECT tunnel end to end.
+                message = (
+                    "https:// goes through a CONNECT tunnel (HTTPS_PROXY, curl -p -x),"
+                    " not as an absolute-form request"
+                )
+            else:
+                message = "the request target is not an absolute http:// URL"
+            return self.fail(400, "bad_request", message, True)
+        decision, target = decide_url(policy, head.target, tool=None, method=head.method)
+        if target is None or not decision.allowed:
+            return self.deny(decision, target)
+        try:
+            host = head.get("host")
+        except BadRequestError as exc:
+            return self.fail(400, "bad_request", str(exc), False)
+        if host is not None and not same_authority(host, target, head.target):
+            return self.fail(
+                400,
+                "bad_request",
+                f"the Host header ({one_line(host, 100)}) disagrees with the request target",
+                False,
+            )
+        if self.client is None:  # no clients configured: no limits, no lease to hand back
+            return await self._forward(policy, decision, target)
+        try:
+            lease = await self.proxy.acquire(self.client)
+        except (RateLimitedError, UnavailableError) as exc:
+            return self.gateway_error(exc)
+        try:
+            return await self._forward(policy, decision, target)
+        finally:
+            await lease.release()
+
+    async def _forward(self, policy: Policy, decision: Decision, target: Target) -> bool:
+        head, conn, proxy = self.head, self.conn, self.proxy
+        body = None
+        if head.has_body:
+            if "100-continue" in (head.get("expect") or "").lower():
+                conn.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            try:
+                body = await conn.read_body(head, proxy.max_body)
+            except BadRequestError as exc:
+                return self.fail(400, "bad_request", str(exc), False)
+            except RequestTooLargeError as exc:
+                return self.fail(413, "request_too_large", exc.message, False)
+        request = request_head(
+            head.method,
+            target,
+            _upstream_headers(head, proxy.services.fetcher.user_agent),
+            None if body is None else len(body),
+        )
+        if body:
+            request += body
+        watch = conn.watch
+        if watch is None:
+            watch = conn.watch = IdleWatch(proxy.loop, proxy.proxy_config.tunnel_idle_timeout)
+        watch.start()
+        try:
+            return await self._relay(policy, decision, target, request, watch)
+        except asyncio.CancelledError:
+            if not watch.fired:
+                raise
+            if watch.task is not None:
+                watch.task.uncancel()  # this cancellation was the watch's, and ends here
+            watch.fired = False
+            if watch.streaming:  # the head is out: the response can only be cut short
+                if conn.transport is not None:
+                    conn.transport.abort()
+                return False
+            return self.gateway_error(
+                UpstreamTimeoutError("the upstream stopped sending (proxy.tunnel_idle_timeout)"),
+                keep_alive=True,
+            )
+        finally:
+            watch.stop()
+
+    async def _relay(
+        self,
+        policy: Policy,
+        decision: Decision,
+        target: Target,
+        request: bytes,
+        watch: IdleWatch,
+    ) -> bool:
+        head, conn, proxy = self.head, self.conn, self.proxy
+        try:
+            upstream = await proxy.upstream.exchange(policy, target, head.method, request)
+        except PolicyDeniedError as exc:
+            return self.deny(exc.decision, target)
+        except GatewayError as exc:
+            return self.gateway_error(exc, keep_alive=True)
+        watch.touch()
+        try:
+            response = upstream.head
+            assert response is not None
+            conn.last_destination = (policy, target, upstream.ip)
+            out, keep_alive, chunked, length = response_head(
+                response.status, response.reason.decode("latin-1"), response.headers, head
+            )
+            record = self.record(
+                decision=decision,
+                status=response.status,
+                response_bytes=length,
+                destination=_destination(target, upstream.ip),
+            )
+            try:
+                proxy.audit(record)
+            except AuditWriteError as exc:
+                return self.reply(503, "unavailable", None, exc.message, False)
+            watch.streaming = True
+            if not response_has_body(head.method, response.status):
+                conn.write(out)
+                await upstream.pipe(conn, b"", None, False)
+                return keep_alive
+            max_duration = proxy.proxy_config.tunnel_max_duration
+            if max_duration is None:
+                await upstream.pipe(conn, out, watch.touch, chunked)
+            else:
+                async with asyncio.timeout(max_duration):
+                    await upstream.pipe(conn, out, watch.touch, chunked)
+            return keep_alive
+        except (GatewayError, TimeoutError, OSError):
+            # The head is out: an upstream failure can only cut the response short.
+            if conn.transport is not None:
+                conn.transport.abort()
+            return False
+        finally:
+            upstream.release()
+
+    # --- CONNECT ------------------------------------------------------------------------
+
+    async def connect(self) -> bool:
+        policy = self.policy
+        assert policy is not None
+        target = _connect_target(self.head.target)
+        if target is None:
+            return self.fail(
+                400, "bad_request", "CONNECT needs host:port (e.g. CONNECT example.com:443)", False
+            )
+        config = self.proxy.proxy_config
+        if target.port not in config.connect_ports:
+            decision = Decision(
+                False,
+                Reason.PORT_NOT_ALLOWED,
+                "proxy.connect_ports",
+                policy.name,
+                policy.sha256,
+                detail=f"{target.port} (tunnels go to {', '.join(map(str, config.connect_ports))})",
+            )
+        else:
+            decision = decide_target(policy, target, tool=None)
+        if not decision.allowed:
+            self.deny(decision, target)
+            return False
+        try:
+            lease = await self.proxy.acquire(self.client)
+        except (RateLimitedError, UnavailableError) as exc:
+            self.gateway_error(exc)
+            return False
+        handed_over = False
+        try:
+            handed_over = await self._open(policy, target, decision, lease)
+        finally:
+            if not handed_over:
+                await lease.release()
+        return False
+
+    async def _open(self, policy: Policy, target: Target, decision: Decision, lease: Lease) -> bool:
+        fetcher = self.proxy.services.fetcher
+        upstream = UpstreamSide()
+        try:
+            opened = await open_tunnel(
+                policy,
+                target,
+                lambda: upstream,
+                static_hosts=fetcher.static_hosts,
+                own_addresses=fetcher.own_addresses,
+            )
+        except PolicyDeniedError as exc:
+            self.deny(exc.decision, target)
+            return False
+        except GatewayError as exc:
+            self.gateway_error(exc, keep_alive=False)
+            return False
+        record = self.record(
+            decision=decision,
+            status=200,
+            destination=_destination(target, str(opened.ip)),
+        )
+        try:
+            self.proxy.audit(record)
+        except AuditWriteError as exc:
+            opened.transport.close()
+            self.reply(503, "unavailable", None, exc.message, False)
+            return False
+        if self.conn.transport is None or self.conn.transport.is_closing():
+            opened.transport.close()
+            return False
+        self.conn.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        tunnel = Tunnel(
+            proxy=self.proxy,
+            conn=self.conn,
+            upstream=upstream,
+            upstream_transport=opened.transport,
+            event_id=self.event_id,
+            client=self.client,
+            policy=policy,
+            target=target,
+            ip=opened.ip,
+            lease=lease,
+            require_tls=self.proxy.proxy_config.require_tls,
+        )
+        self.conn.start_tunnel(tunnel)
+        return True
+
+
+def _connect_target(authority: str) -> Target | None:
+    """`host:port` of a CONNECT; None for anything else (paths, user info, no port)."""
+    if any(c in authority for c in "/?#@\\") or not authority:
+        return None
+    host, colon, port = authority.rpartition(":")
+    if not colon or not port.isdigit() or not host or (host.count(":") and host[0] != "["):
+        return None
+    try:
+        target = parse_url(f"https://{authority}/")
+    except InvalidURLError:
+        return None
+    return target if target.port == int(port) else None
+
+
+def _upstream_headers(head: RequestHead, user_agent: str) -> list[tuple[str, str]]:
+    """The end-to-end headers for the upstream, repeated names joined (RFC 9110 5.3), with
+    the gateway's User-Agent and Accept where the client sent none."""
+    merged: dict[str, tuple[str, str]] = {}  # by lower-case name: (name as first sent, value)
+    for name, value in head.forwarded_headers():
+        lower = name.lower()
+        if lower in merged:
+            first, joined = merged[lower]
+            merged[lower] = (first, joined + ("; " if lower == "cookie" else ", ") + value)
+        else:
+            merged[lower] = (name, value)
+    headers = list(merged.values())
+    if "accept-encoding" not in merged:
+        headers.append(("Accept-Encoding", "identity"))  # the gateway must not add a coding
+    if "accept" not in merged:
+        headers.insert(0, ("Accept", ACCEPT))
+    if "user-agent" not in merged:
+        headers.insert(0, ("User-Agent", user_agent))
+    return headers
+
+
+def _destination(target: Target | None, ip: str | None) -> dict[str, Any] | None:
+    if target is None:
+        return None
+    return {"domain": target.host, "ip": ip, "port": target.port}

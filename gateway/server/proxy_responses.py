@@ -1,0 +1,126 @@
+"""The bytes the forward proxy writes to a client that are not relayed: its own plain-text
+answers (with the X-Gateway-* headers) and an upstream's response head, re-framed for the
+client. Pure: no sockets, no asyncio, no audit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Any
+
+from gateway.server.proxy_http import RequestHead
+
+# Response headers that describe one hop, never forwarded (RFC 9110 7.6.1).
+RESPONSE_HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"proxy-authenticate",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+    }
+)
+REASON_PHRASES = {
+    400: "Bad Request",
+    403: "Forbidden",
+    407: "Proxy Authentication Required",
+    413: "Content Too Large",
+    429: "Too Many Requests",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    return "".join(c if c.isprintable() else " " for c in text)[:limit]
+
+
+def response_has_body(method: str, status: int) -> bool:
+    return method != "HEAD" and status not in (204, 304) and not 100 <= status < 200
+
+
+def response_head(
+    status: int,
+    reason: str | None,
+    raw_headers: Any,
+    head: RequestHead,
+) -> tuple[bytes, bool, bool, int | None]:
+    """The response head for the client: hop-by-hop and X-Gateway-* headers removed, and
+    framing chosen (the upstream's Content-Length, else chunked, else close-delimited)."""
+    named: set[bytes] = set()
+    upstream_chunked = False
+    for name, value in raw_headers:
+        if len(name) in (10, 17):  # only Connection and Transfer-Encoding matter here
+            lower = name.lower()
+            if lower == b"connection":
+                named.update(t.strip().lower() for t in value.split(b","))
+            elif lower == b"transfer-encoding":
+                upstream_chunked = True
+    parts = [b"HTTP/1.1 %d %b\r\n" % (status, _reason_phrase(reason))]
+    length: int | None = None
+    for name, value in raw_headers:
+        lower = name.lower()
+        if lower in RESPONSE_HOP_BY_HOP or lower.startswith(b"x-gateway-"):
+            continue
+        if named and lower in named:
+            continue
+        if lower == b"content-length":
+            if upstream_chunked:
+                continue
+            with contextlib.suppress(ValueError):
+                length = int(value)
+        parts += (name, b": ", value, b"\r\n")
+    keep_alive = head.keep_alive
+    chunked = False
+    if length is None and response_has_body(head.method, status):
+        if head.version == "HTTP/1.1":
+            chunked = True
+            parts.append(b"Transfer-Encoding: chunked\r\n")
+        else:
+            keep_alive = False
+    if not keep_alive:
+        parts.append(b"Connection: close\r\n")
+    elif head.version == "HTTP/1.0":
+        parts.append(b"Connection: keep-alive\r\n")
+    parts.append(b"\r\n")
+    return b"".join(parts), keep_alive, chunked, length
+
+
+@functools.lru_cache(maxsize=64)  # the usual few phrases, cleaned once
+def _reason_phrase(reason: str | None) -> bytes:
+    text = (reason or "").encode("latin-1", "replace")
+    return bytes(b for b in text if 0x20 <= b < 0x7F or b == 0x09)[:100] or b"-"
+
+
+def plain_response(
+    status: int,
+    reason: str,
+    rule: str | None,
+    message: str,
+    *,
+    keep_alive: bool,
+    request_id: str,
+    version: str = "HTTP/1.1",
+    extra: tuple[tuple[str, str], ...] = (),
+) -> bytes:
+    body = (one_line(message) + "\n").encode("utf-8")
+    lines = [
+        f"HTTP/1.1 {status} {REASON_PHRASES.get(status, 'Error')}",
+        "Content-Type: text/plain; charset=utf-8",
+        f"Content-Length: {len(body)}",
+        f"X-Gateway-Reason: {reason}",
+    ]
+    if rule is not None:
+        lines.append(f"X-Gateway-Rule: {one_line(rule, 200)}")
+    lines.append(f"X-Gateway-Request-Id: {request_id}")
+    lines.extend(f"{name}: {value}" for name, value in extra)
+    if not keep_alive:
+        lines.append("Connection: close")
+    elif version == "HTTP/1.0":
+        lines.append("Connection: keep-alive")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + body
