@@ -35,12 +35,17 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Children, free_port, median, percentile, rotated, wait_for_port  # noqa: E402
-
-try:  # common.py is taking these over from fetch.py
-    from common import frame_name, py_spy_binary, tree_cpu_seconds  # noqa: E402
-except ImportError:
-    from fetch import frame_name, py_spy_binary, tree_cpu_seconds  # noqa: E402
+from common import (  # noqa: E402
+    Children,
+    free_port,
+    median,
+    percentile,
+    profile_counts,
+    py_spy_binary,
+    rotated,
+    tree_cpu_seconds,
+    wait_for_port,
+)
 
 HOST = "bench.example.com"
 CURL = shutil.which("curl")  # the CONNECT load, as measured in the research note
@@ -791,26 +796,13 @@ def profile(load: Load, target: Target, nginx_port: int, args: Any, folder: Path
         if not out.exists():
             print(f"py-spy wrote nothing: {err.decode(errors='replace')[-500:]}")
             continue
-        inclusive: dict[str, int] = {}
-        own: dict[str, int] = {}
-        total = 0
-        for line in out.read_text().splitlines():
-            stack, _, count_text = line.rpartition(" ")
-            if not stack or not count_text.isdigit():
-                continue
-            count = int(count_text)
-            total += count
-            frames = [frame_name(f) for f in stack.split(";")]
-            for name in set(frames):
-                inclusive[name] = inclusive.get(name, 0) + count
-            own[frames[-1]] = own.get(frames[-1], 0) + count
+        inclusive, own, total = profile_counts(out)
         print(f"\nprofile of {target.name}, {kind} load: {total} samples (GIL held)")
         print("  inclusive (gateway code):")
-        ranked = sorted(inclusive.items(), key=lambda item: -item[1])
-        for name, count in [(n, c) for n, c in ranked if "gateway/" in n][:25]:
+        for name, count in [(n, c) for n, c in inclusive.most_common() if "gateway/" in n][:25]:
             print(f"    {100 * count / max(total, 1):5.1f}%  {name}")
         print("  self (any code):")
-        for name, count in sorted(own.items(), key=lambda item: -item[1])[:25]:
+        for name, count in own.most_common(25):
             print(f"    {100 * count / max(total, 1):5.1f}%  {name}")
 
 
