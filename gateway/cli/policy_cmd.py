@@ -55,8 +55,12 @@ def register(subparsers: Any) -> None:
     explain.add_argument("file", metavar="FILE")
     explain.add_argument("urls", nargs="+", metavar="URL")
     explain.add_argument("--json", action="store_true", help="one JSON object per line")
-    explain.add_argument("--tool", default="WebFetch", choices=TOOLS)
-    explain.add_argument("--method", help="judge as proxied plain HTTP with this method")
+    explain.add_argument(
+        "--tool", choices=TOOLS, help="the tool asking (default WebFetch; none with --method)"
+    )
+    explain.add_argument(
+        "--method", help="judge as a forward-proxy request with this method (no tool asks)"
+    )
     explain.add_argument(
         "--resolve",
         action="store_true",
@@ -133,15 +137,17 @@ def judge(
     policy: Policy,
     url: str,
     *,
-    tool: str = "WebFetch",
+    tool: str | None = None,
     method: str | None = None,
     addresses: Sequence[IPAddress] | None = None,
 ) -> Verdict:
     """Steps 1-3 for the URL, then step 4 for an IP literal or for the given addresses.
 
-    A denial at any step decides. On an allow the URL's rule stands, unless an address passed
-    only through a `networks.allow` exemption: then that rule is the one that mattered.
+    `tool` defaults to WebFetch, or, with a `method`, to none (`asking_tool`). A denial at
+    any step decides. On an allow the URL's rule stands, unless an address passed only
+    through a `networks.allow` exemption: then that rule is the one that mattered.
     """
+    tool = asking_tool(tool, method)
     decision, target, note = decide_proxied(policy, url, tool=tool, method=method)
     if not decision.allowed or target is None:
         return Verdict(decision, note=note)
@@ -155,8 +161,16 @@ def judge(
     return Verdict(decision, tuple(addresses), note=note)
 
 
+def asking_tool(tool: str | None, method: str | None) -> str | None:
+    """The tool whose enablement applies: the one named, else none for a forward-proxy
+    request (a method given: the proxy serves no tool), else WebFetch."""
+    if tool is not None:
+        return tool
+    return None if method is not None else "WebFetch"
+
+
 def decide_proxied(
-    policy: Policy, url: str, *, tool: str, method: str | None
+    policy: Policy, url: str, *, tool: str | None, method: str | None
 ) -> tuple[Decision, Target | None, str | None]:
     """Steps 1-3, with `methods` only where the gateway sees the method, as the proxy does:
     a plain http:// request. An https URL reaches the proxy as a CONNECT tunnel, decided by
@@ -205,9 +219,11 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def _resolve_and_judge(
-    policy: Policy, url: str, verdict: Verdict, *, tool: str, method: str | None
+    policy: Policy, url: str, verdict: Verdict, *, tool: str | None, method: str | None
 ) -> Verdict:
-    decision, target, note = decide_proxied(policy, url, tool=tool, method=method)
+    decision, target, note = decide_proxied(
+        policy, url, tool=asking_tool(tool, method), method=method
+    )
     # A denied name never reaches DNS, here as in the gateway; IP literals need no lookup.
     if not decision.allowed or target is None or target.ip is not None:
         return verdict
@@ -279,7 +295,7 @@ _CASE_FIELDS: dict[str, Field] = {
     "reason": choice_field(None, tuple(r.value for r in Reason)),
     "rule": string_field(),
     "addresses": Field(_read_addresses, None),
-    "tool": choice_field("WebFetch", TOOLS),
+    "tool": choice_field(None, TOOLS),
     "method": string_field(),
 }
 
@@ -292,7 +308,7 @@ class Case:
     reason: str | None
     rule: str | None
     addresses: tuple[IPAddress, ...] | None
-    tool: str
+    tool: str | None
     method: str | None
 
     def failure(self, verdict: Verdict) -> str | None:

@@ -262,6 +262,52 @@ def test_explain_method_applies_to_plain_http_only(
     assert ("note: methods not checked" in text) == (not checked)
 
 
+NO_TOOLS_POLICY = """\
+domains: {allow: [docs.python.org]}
+methods: [GET]
+tools: {WebFetch: {enabled: false}, WebSearch: {enabled: false}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "decision", "reason", "rule"),
+    [
+        # The forward proxy serves no tool: disabled tools do not decide its requests.
+        (["--method", "GET"], "allow", None, "domains.allow[0]"),
+        (["--method", "POST"], "deny", "method_not_allowed", "methods"),
+        ([], "deny", "tool_disabled", "tools.WebFetch.enabled"),
+        (
+            ["--method", "GET", "--tool", "WebFetch"],
+            "deny",
+            "tool_disabled",
+            "tools.WebFetch.enabled",
+        ),
+    ],
+    ids=["method", "method-denied", "no-method", "method-and-tool"],
+)
+def test_explain_method_is_judged_as_the_proxy_without_a_tool(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    argv: list[str],
+    decision: str,
+    reason: str | None,
+    rule: str,
+) -> None:
+    path = tmp_path / "proxy-only.yaml"
+    path.write_text(NO_TOOLS_POLICY)
+    _, out, _ = run(capsys, "policy", "explain", "--json", *argv, path, "http://docs.python.org/")
+    record = json.loads(out)
+    assert (record["decision"], record["reason"], record["rule"]) == (decision, reason, rule)
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(
+        "- {url: 'http://docs.python.org/', method: GET, expect: allow}\n"
+        "- {url: 'https://docs.python.org/', method: PUT, expect: allow}\n"
+        "- {url: 'http://docs.python.org/', expect: deny, reason: tool_disabled}\n"
+    )
+    status, out, _ = run(capsys, "policy", "test", path, cases)
+    assert (status, out) == (0, "3 passed, 0 failed\n")
+
+
 def test_explain_broken_policy_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("mode: on\n")
