@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway import __version__
-from gateway.errors import InvalidRequestError, UnavailableError
+from gateway.errors import GatewayError, UnavailableError
 from gateway.fetch.resolver import LookupFailedError, PolicyResolver
 from gateway.policy.engine import decide_answer, decide_url
 from gateway.server.app import REQUEST_ID, SERVICES, caller, json_response, read_json
@@ -32,7 +32,7 @@ def tool_handler(spec: ToolSpec) -> Callable[[web.Request], Awaitable[web.Respon
     async def handle(request: web.Request) -> web.Response:
         try:
             body = await read_json(request)
-        except InvalidRequestError as error:  # not JSON, or not an object: still one record
+        except GatewayError as error:  # not a JSON object, too large, draining: one record
             request.app[SERVICES].tools.record_refusal(spec.name, context(request), error)
             raise
         result = await spec.call(context(request), body)

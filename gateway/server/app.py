@@ -27,6 +27,7 @@ from gateway.errors import (
 from gateway.runtime import ClientIdentity, Services
 from gateway.server.proxy_records import auth_failure_record
 from gateway.tools import jsonwire
+from gateway.tools.context import CallContext
 
 SERVICES = web.AppKey("services", Services)
 REQUEST_ID = web.RequestKey("request_id", str)
@@ -65,11 +66,7 @@ async def contract_shape(request: web.Request, handler: Handler) -> web.StreamRe
     except GatewayError as error:
         return error_response(error, request_id)
     except web.HTTPRequestEntityTooLarge:
-        limit = request.app[SERVICES].config.server.max_body_bytes
-        return error_response(
-            RequestTooLargeError(f"the request body is over server.max_body_bytes ({limit})"),
-            request_id,
-        )
+        return error_response(_body_too_large(request), request_id)
     except web.HTTPMethodNotAllowed as exc:
         allowed = ", ".join(sorted(exc.allowed_methods))
         response = error_response(
@@ -120,7 +117,16 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     if request.method != "POST":
         return await handler(request)
     # Every tool call, explain and MCP message counts against the client's limits.
-    lease = await services.limiter.acquire(client.id, client.limits)
+    try:
+        lease = await services.limiter.acquire(client.id, client.limits)
+    except GatewayError as error:  # a refused tool call is still one record (CONTRACT 8)
+        spec = services.tools.at_path(path)
+        if spec is not None:
+            ctx = CallContext(
+                policy=client.policy, client_id=client.id, request_id=request[REQUEST_ID]
+            )
+            services.tools.record_refusal(spec.name, ctx, error)
+        raise
     try:
         return await handler(request)
     finally:
@@ -140,7 +146,10 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     """The request body as a JSON object, or invalid_request."""
     if request.app[SERVICES].draining:
         raise UnavailableError("the gateway is shutting down", retry_after=5)
-    raw = await request.read()
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise _body_too_large(request) from None
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -148,6 +157,11 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InvalidRequestError("the request body must be a JSON object")
     return value
+
+
+def _body_too_large(request: web.Request) -> RequestTooLargeError:
+    limit = request.app[SERVICES].config.server.max_body_bytes
+    return RequestTooLargeError(f"the request body is over server.max_body_bytes ({limit})")
 
 
 def make_app(services: Services) -> web.Application:

@@ -64,8 +64,9 @@ class ToolRegistry:
         return [spec for spec in self._tools.values() if spec.enabled_for(policy)]
 
     def record_refusal(self, name: str, ctx: CallContext, error: GatewayError) -> None:
-        """Write the record of a call to tool `name` refused before the tool ran (a body
-        that is not a JSON object); raises AuditWriteError when it cannot be written."""
+        """Write the record of a call to tool `name` refused before the tool ran (over the
+        client's limits, a body too large or not a JSON object, draining); raises
+        AuditWriteError when it cannot be written."""
         if self._audit is not None:
             self._audit.append(_unrecorded(name, ctx, error, {}))
 

@@ -5,10 +5,15 @@ written turns the answer into 503 (fail closed)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 import pytest
 
+from gateway.config import ClientConfig, ClientLimits, ServerConfig
+from gateway.runtime import Services
+from gateway.server.app import make_app
+from tests.conftest import loopback_policy
 from tests.server.conftest import audit_records
 
 # (id, path, body, reason in the record, url.original in the record)
@@ -164,3 +169,75 @@ async def test_refusal_fails_closed_when_the_log_cannot_be_written(
         os.close(full)
     answer = await response.json()
     assert response.status == 503 and answer["error"]["code"] == "unavailable"
+
+
+@pytest.fixture
+async def limited(upstream, write_policy, make_config, aiohttp_client):
+    """A gateway whose one client may make one request a minute, and a tiny body limit."""
+    config = make_config(
+        write_policy(loopback_policy(upstream.port)),
+        clients=(
+            ClientConfig(
+                id="slow-agent",
+                token_sha256=hashlib.sha256(b"tok-slow").hexdigest(),
+                limits=ClientLimits(requests_per_minute=1),
+            ),
+        ),
+        server=ServerConfig(max_body_bytes=256),
+    )
+    services = Services(config)
+    services.open()
+    client = await aiohttp_client(make_app(services))
+    yield client, services
+    await services.close()
+
+
+SLOW = {"Authorization": "Bearer tok-slow"}
+
+
+async def test_rate_limited_call_has_one_record(limited) -> None:
+    client, services = limited
+    first = await client.post("/v1/fetch", json={"url": 5}, headers=SLOW)
+    assert first.status == 400
+    before = len(audit_records(services))
+    url = "https://a.example.com/"
+    response = await client.post("/v1/fetch", json={"url": url}, headers=SLOW)
+    assert response.status == 429
+    (record,) = audit_records(services)[before:]
+    assert record["event"]["action"] == "WebFetch"
+    assert record["event"]["outcome"] == "failure"
+    assert record["error"]["code"] == "rate_limited"
+    assert record["client"]["id"] == "slow-agent"
+    assert record["trace"]["id"] == response.headers["X-Request-Id"]
+
+
+async def test_rate_limited_explain_is_not_a_tool_call(limited) -> None:
+    client, services = limited
+    await client.post("/v1/policy/explain", json={"url": "http://a.example.com/"}, headers=SLOW)
+    before = len(audit_records(services))
+    response = await client.post(
+        "/v1/policy/explain", json={"url": "http://a.example.com/"}, headers=SLOW
+    )
+    assert response.status == 429
+    assert audit_records(services)[before:] == []
+
+
+async def test_body_over_the_limit_is_recorded(limited) -> None:
+    client, services = limited
+    before = len(audit_records(services))
+    response = await client.post("/v1/search", json={"query": "q" * 1000}, headers=SLOW)
+    answer = await response.json()
+    assert response.status == 413 and answer["error"]["code"] == "request_too_large"
+    assert "server.max_body_bytes (256)" in answer["error"]["message"]
+    (record,) = audit_records(services)[before:]
+    assert record["event"]["action"] == "WebSearch"
+    assert record["error"]["code"] == "request_too_large"
+
+
+async def test_call_refused_while_draining_is_recorded(client, services) -> None:
+    services.draining = True
+    before = len(audit_records(services))
+    response = await client.post("/v1/fetch", json={"url": "https://a.example.com/"})
+    assert response.status == 503
+    (record,) = audit_records(services)[before:]
+    assert (record["event"]["action"], record["error"]["code"]) == ("WebFetch", "unavailable")
