@@ -6,7 +6,8 @@ any request. Versions 2024-11-05 to 2025-11-25 are negotiated by `initialize`; t
 `initialize`. Tools are listed and called through the same registry and tool layer as the
 HTTP API: `structuredContent` is exactly the HTTP body, and a refusal or a bad argument is a
 tool result with `isError: true`, never a protocol error. A tool name no registered tool has
-is the spec's protocol error -32602, audited. Translates only; no business logic.
+is the spec's protocol error -32602, not audited (no tool was called). Translates only;
+no business logic.
 """
 
 from __future__ import annotations
