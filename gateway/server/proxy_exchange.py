@@ -22,7 +22,7 @@ from gateway.errors import (
 )
 from gateway.fetch.client import ACCEPT
 from gateway.fetch.tunnel import open_tunnel
-from gateway.fetch.upstream import request_head
+from gateway.fetch.upstream import has_body, request_head
 from gateway.limits import Lease
 from gateway.policy.engine import Decision, Reason, decide_target, decide_url
 from gateway.policy.model import Policy
@@ -34,7 +34,6 @@ from gateway.server.proxy_records import auth_failure_record, new_event_id, prox
 from gateway.server.proxy_responses import (
     one_line,
     plain_response,
-    response_has_body,
     response_head,
 )
 from gateway.server.proxy_tunnel import Tunnel, UpstreamSide
@@ -361,7 +360,7 @@ class Exchange:
             except AuditWriteError as exc:
                 return self.reply(503, "unavailable", None, exc.message, False)
             watch.streaming = True
-            if not response_has_body(head.method, response.status):
+            if not has_body(head.method, response.status):
                 conn.write(out)
                 await upstream.pipe(conn, b"", None, False)
                 return keep_alive

@@ -9,6 +9,7 @@ import contextlib
 import functools
 from typing import Any
 
+from gateway.fetch.upstream import has_body
 from gateway.server.proxy_http import RequestHead
 
 # Response headers that describe one hop, never forwarded (RFC 9110 7.6.1).
@@ -38,10 +39,6 @@ REASON_PHRASES = {
 
 def one_line(text: str, limit: int = 400) -> str:
     return "".join(c if c.isprintable() else " " for c in text)[:limit]
-
-
-def response_has_body(method: str, status: int) -> bool:
-    return method != "HEAD" and status not in (204, 304) and not 100 <= status < 200
 
 
 def response_head(
@@ -77,7 +74,7 @@ def response_head(
         parts += (name, b": ", value, b"\r\n")
     keep_alive = head.keep_alive
     chunked = False
-    if length is None and response_has_body(head.method, status):
+    if length is None and has_body(head.method, status):
         if head.version == "HTTP/1.1":
             chunked = True
             parts.append(b"Transfer-Encoding: chunked\r\n")
