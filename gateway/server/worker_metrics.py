@@ -15,6 +15,7 @@ import fcntl
 import logging
 import os
 import re
+import time
 from collections.abc import Awaitable, Callable
 
 log = logging.getLogger("gateway.worker_metrics")
@@ -25,6 +26,8 @@ LOCK_SUFFIX = ".lock"
 LABEL = "worker"
 # Snapshots are the gateway's own files, but one is never trusted to be small.
 MAX_SNAPSHOT_BYTES = 8 * 1024 * 1024
+LOCK_ATTEMPTS = 20
+LOCK_RETRY_S = 0.005
 _WORKER_NAME = re.compile(r"[0-9]{1,6}")
 
 
@@ -44,12 +47,21 @@ class WorkerMetrics:
     def open(self) -> None:
         """Take this worker's liveness lock (a restarted worker takes over its slot's)."""
         fd = os.open(self._path(self.worker, LOCK_SUFFIX), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            # A dead predecessor's lock is gone with it; a live holder is a misconfiguration.
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise
+        # A dead predecessor's lock is gone with it; a live holder is a misconfiguration.
+        # Another worker's scrape may be probing this slot (`_alive`: a shared lock held
+        # for microseconds), so a held lock is tried again for a short while.
+        for attempt in range(LOCK_ATTEMPTS):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt + 1 == LOCK_ATTEMPTS:
+                    os.close(fd)
+                    raise
+                time.sleep(LOCK_RETRY_S)
+            except OSError:
+                os.close(fd)
+                raise
         self._lock_fd = fd
 
     def close(self) -> None:

@@ -5,9 +5,12 @@ family. Two real worker processes behind one port, and the merge on its own."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import aiohttp
@@ -115,6 +118,19 @@ async def test_a_dead_workers_snapshot_is_left_out(tmp_path: Path) -> None:
             other.wait()
         if other.stdout is not None:
             other.stdout.close()
+
+
+def test_a_scrapes_liveness_probe_does_not_keep_a_restarted_worker_out(tmp_path: Path) -> None:
+    """A scrape probes a dead worker's slot with a shared lock for a moment; a replacement
+    starting in that moment waits for it instead of giving up its slot."""
+    probe = os.open(tmp_path / "1.lock", os.O_RDONLY | os.O_CREAT, 0o600)
+    fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    threading.Timer(0.03, os.close, (probe,)).start()  # closing drops the probe's lock
+    replacement = WorkerMetrics(str(tmp_path), "1")
+    replacement.open()
+    assert not WorkerMetrics(str(tmp_path), "0")._alive("2")
+    assert WorkerMetrics(str(tmp_path), "0")._alive("1")
+    replacement.close()
 
 
 def test_a_worker_that_never_opened_removes_nothing(tmp_path: Path) -> None:
