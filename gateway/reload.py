@@ -86,6 +86,9 @@ class ReloadController:
         self._interval = interval
         self.restart_needed: tuple[str, ...] = ()
         self.reloads = 0
+        # The configuration file as last read, when its policies failed to load: the policy
+        # files it names are watched too, so fixing one reloads like any other edit.
+        self._unapplied: GatewayConfig | None = None
         self._seen: dict[str, Fingerprint] = (
             dict(seen) if seen is not None else fingerprint_files(self.watched())
         )
@@ -150,6 +153,7 @@ class ReloadController:
             )
             return False
         self.restart_needed = prepared.restart_needed
+        self._unapplied = prepared.config if prepared.state is None else None
         if self.restart_needed:
             log.warning(
                 "configuration changes that need a restart were not applied",
@@ -178,7 +182,10 @@ class ReloadController:
     # --- watching -----------------------------------------------------------------------
 
     def watched(self) -> tuple[str, ...]:
-        return watched_files(self._services.config)
+        running = watched_files(self._services.config)
+        if self._unapplied is None:
+            return running
+        return tuple(dict.fromkeys((*running, *watched_files(self._unapplied))))
 
     def changed(self) -> list[str]:
         """The watched files whose content differs from what was last loaded (blocking I/O:

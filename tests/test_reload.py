@@ -122,6 +122,29 @@ async def test_a_broken_file_keeps_the_running_state_and_reports(
     assert controller.changed() == []  # the broken bytes are not retried every second
 
 
+async def test_a_good_config_naming_a_broken_policy_applies_none_of_it(setup) -> None:
+    """The new clients come only with their policies: a broken one keeps the old clients, and
+    is watched until it loads."""
+    tmp, services = setup
+    controller = ReloadController(services, lambda: load_config_file(tmp / "gateway.yaml"))
+    state_before, config_before = services.state, services.config
+    (tmp / "bad.yaml").write_text("mode: maybe\n")
+    client = CLIENT.format(digest=hashlib.sha256(b"tok").hexdigest()) + "    policy: bad.yaml\n"
+    edit(tmp / "gateway.yaml", (tmp / "gateway.yaml").read_text() + client)
+    assert not await controller.reload("test")
+    assert services.state is state_before and services.config is config_before
+    assert services.state.clients == ()
+    assert any("mode" in p for p in services.reload_status.problems)
+    assert controller.changed() == []  # the new policy file was fingerprinted before reading
+    # Fixing the policy the new configuration names reloads, like any watched file's edit.
+    edit(tmp / "bad.yaml", "name: fixed\n")
+    assert controller.changed() == [str(tmp / "bad.yaml")]
+    assert await controller.reload("test")
+    [agent] = services.state.clients
+    assert agent.policy.name == "fixed"
+    assert controller.changed() == []
+
+
 async def test_clients_reload_live_and_restart_keys_are_kept(setup) -> None:
     tmp, services = setup
     digest = hashlib.sha256(b"tok").hexdigest()
