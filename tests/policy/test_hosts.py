@@ -158,7 +158,8 @@ def test_suffix_kind_offline(domain: str, kind: SuffixKind | None) -> None:
 # --- The plain-name shortcut in normalize_name changes nothing ----------------------------
 #
 # A frozen copy of normalize_name before the shortcut (without its cache): every name gives
-# the same A-label or the same error message.
+# the same A-label or the same error message. It deliberately duplicates hosts.py: do not
+# import or merge it.
 
 _REF_LABEL_RE = re.compile(r"[a-z0-9_-]+\Z")
 _REF_FORBIDDEN_RE = re.compile(r"[\x00-\x20\x7f%\\/?#@:\[\]<>\"'`{}|^]")

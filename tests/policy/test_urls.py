@@ -213,9 +213,11 @@ def test_resolve_reference(location: str, expected: str) -> None:
 # --- The fast route gives exactly what the general route gave ------------------------------
 #
 # `_reference_parse_url` is a frozen copy of parse_url as it was before the fast route (every
-# URL parsed whole by yarl, twice, and rebuilt with with_fragment/with_host/with_port). Kept
-# here so that any change to parse_url, or to the yarl internals it calls, is checked against
-# it: same URL object, same host, port and address, same error message.
+# URL parsed whole by yarl, twice, and rebuilt with with_fragment/with_host/with_port), and
+# `_reference_parse_host` of parse_host before its dotted-quad and name-tail shortcuts. Kept
+# here so that any change to parse_url or parse_host, or to the yarl internals they call, is
+# checked against them: same URL object, same host, port and address, same error message.
+# They deliberately duplicate urls.py's general route: do not import or merge them.
 
 _REF_SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
 _REF_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
