@@ -478,3 +478,77 @@ async def test_a_large_download_streams_through_in_bounded_memory(tmp_path, make
     finally:
         await env.close()
         server.close()
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def _start_upstream(ending: str) -> tuple[asyncio.Server, int]:
+    """Answers 1 MB once the client's first line came, then ends: `close` with a FIN, `reset`
+    with an RST (SO_LINGER 0) after the first 64 KB, `wait` not at all (the client ends)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        if ending == "reset":
+            writer.write(b"r" * 65536)
+            await writer.drain()
+            await asyncio.sleep(0.1)
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+            return
+        writer.write(b"c" * BIG)
+        await writer.drain()
+        if ending == "wait":
+            await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/fd"), reason="needs /proc")
+@pytest.mark.parametrize(
+    ("upstream_end", "client_end", "reason"),
+    [
+        ("close", "read", "closed"),
+        ("reset", "read", "upstream_error"),
+        ("wait", "reset", "client_error"),
+    ],
+    ids=["both-close", "upstream-resets", "client-resets"],
+)
+async def test_every_ending_is_attributed_and_leaves_no_descriptor_behind(
+    tmp_path, make_config, upstream_end, client_end, reason
+) -> None:
+    """How a tunnel ended names the side that ended it, and the relay (its pipes and socket
+    duplicates with splice) gives back every descriptor, whichever way it ended."""
+    server, port = await _start_upstream(upstream_end)
+    env = await start_env(tmp_path, make_config, extra_ports=(port,))
+    env.proxy.proxy_config = ProxyConfig(connect_ports=(port,), require_tls=False)
+    try:
+        before = _open_fds()
+        for _ in range(3):
+            reader, writer, head = await open_tunnel(env, f"site.example.com:{port}")
+            assert head.startswith(b"HTTP/1.1 200")
+            writer.write(b"hello\n")
+            await reader.readexactly(4096)
+            if client_end == "reset":
+                sock = writer.get_extra_info("socket")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                writer.transport.abort()
+            else:
+                await read_to_end(reader)
+                writer.close()
+                await writer.wait_closed()
+        closed = await wait_for_records(env, "tunnel_close", 3)
+        assert [c["event"]["reason"] for c in closed] == [reason] * 3
+        assert not env.proxy.tunnels
+        for _ in range(40):  # closes finish on the loop's next turns
+            if _open_fds() <= before:
+                break
+            await asyncio.sleep(0.05)
+        assert _open_fds() == before
+    finally:
+        await env.close()
+        server.close()
