@@ -359,3 +359,53 @@ async def test_one_connection_times_out_only_the_request_that_stalls(tmp_path, m
         writer.close()
     finally:
         await env.close()
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["http://agent:secret@site.example.com:{port}/page", "http://site.example.com:+{port}/page"],
+    ids=["user-info", "signed-port"],
+)
+async def test_a_url_that_does_not_parse_is_400_invalid_url(env, target) -> None:
+    """As for WebFetch, an agent's URL that does not parse is `invalid_url`, a 400 (the
+    request is malformed, not refused by a rule), audited as a denial without the secret."""
+    target = target.format(port=env.upstream_port)
+    raw = await raw_exchange(
+        env.port,
+        f"GET {target} HTTP/1.1\r\nConnection: close\r\n\r\n".encode(),
+        read_timeout=2,
+    )
+    status, headers, body = parse_head(raw)
+    assert status == 400
+    assert headers["x-gateway-reason"] == "invalid_url" and headers["x-gateway-rule"] == "url"
+    assert body.count(b"\n") == 1
+    [record] = env.records("proxy_http")
+    assert record["event"]["type"] == ["denied"]
+    assert record["policy"]["reason"] == "invalid_url"
+    assert "secret" not in orjson.dumps(record).decode()
+
+
+@pytest.mark.parametrize(
+    "framing",
+    [
+        "Content-Length: 101\r\n\r\n" + "x" * 101,
+        "Transfer-Encoding: chunked\r\n\r\n65\r\n" + "x" * 101,
+    ],
+    ids=["content-length", "chunked"],
+)
+async def test_a_body_over_max_body_bytes_is_413(tmp_path, make_config, framing) -> None:
+    env = await start_env(tmp_path, make_config, server=ServerConfig(max_body_bytes=100))
+    try:
+        raw = await raw_exchange(
+            env.port,
+            f"POST {env.url('/echo')} HTTP/1.1\r\n{framing}\r\n0\r\n\r\n".encode(),
+            read_timeout=2,
+        )
+        status, headers, _ = parse_head(raw)
+        assert status == 413 and headers["x-gateway-reason"] == "request_too_large"
+        assert headers["connection"] == "close"
+        [record] = env.records("proxy_http")
+        assert record["error"]["code"] == "request_too_large"
+        assert record["http"]["response"]["status_code"] == 413
+    finally:
+        await env.close()
