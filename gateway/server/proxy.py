@@ -25,6 +25,7 @@ from gateway.errors import (
     GatewayError,
     RequestTooLargeError,
     UnauthorizedError,
+    UnavailableError,
 )
 from gateway.fetch.upstream import UpstreamPool
 from gateway.limits import FREE_LEASE, InMemoryLimiter, Lease, Limiter
@@ -501,7 +502,8 @@ class ForwardProxy:
             exchange.client.policy if exchange.client else self.services.state.default_policy
         )
         if self.draining or self.services.draining:
-            return exchange.fail(503, "unavailable", "the gateway is shutting down", False)
+            shutting_down = UnavailableError("the gateway is shutting down", retry_after=5)
+            return exchange.gateway_error(shutting_down, keep_alive=False)
         if head.method == "CONNECT":
             return await exchange.connect()
         return await exchange.forward()

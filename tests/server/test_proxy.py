@@ -409,3 +409,16 @@ async def test_a_body_over_max_body_bytes_is_413(tmp_path, make_config, framing)
         assert record["http"]["response"]["status_code"] == 413
     finally:
         await env.close()
+
+
+async def test_a_request_while_draining_is_503_with_retry_after(env) -> None:
+    """As on the HTTP API (CONTRACT 5: unavailable, Retry-After set), and audited."""
+    env.services.draining = True
+    raw = await raw_exchange(
+        env.port, f"GET {env.url('/page')} HTTP/1.1\r\n\r\n".encode(), read_timeout=2
+    )
+    status, headers, _ = parse_head(raw)
+    assert status == 503 and headers["x-gateway-reason"] == "unavailable"
+    assert headers["retry-after"] == "5" and headers["connection"] == "close"
+    [record] = env.records("proxy_http")
+    assert record["error"]["code"] == "unavailable"
