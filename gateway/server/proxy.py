@@ -304,14 +304,13 @@ class ProxyConnection(asyncio.Protocol):
         self.tunnel = tunnel
         self.state = TUNNEL_STATE
         leftover, self.buffer = self.buffer, None
-        tunnel.start(bytes(leftover) if leftover else b"")
-        if self.state != TUNNEL_STATE:
-            return
-        if self.client_eof:
-            if not tunnel.client_eof():
-                self.transport.close()
-        elif self.reading_paused:
+        if self.reading_paused and not self.client_eof:
+            # Before the tunnel starts, not after: a splice relay it may start at once pauses
+            # the transport and reads the socket itself; resuming then would make two readers.
             self.resume_reading()
+        tunnel.start(bytes(leftover) if leftover else b"")
+        if self.state == TUNNEL_STATE and self.client_eof and not tunnel.client_eof():
+            self.transport.close()
 
     def pause_reading(self) -> None:
         if self.transport is not None and not self.reading_paused:

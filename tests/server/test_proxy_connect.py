@@ -552,3 +552,39 @@ async def test_every_ending_is_attributed_and_leaves_no_descriptor_behind(
     finally:
         await env.close()
         server.close()
+
+
+async def test_bytes_sent_before_the_200_reach_the_upstream_once_and_in_order(
+    tmp_path, make_config, relay
+) -> None:
+    """A client that sends far ahead of the `200` (more than the connection holds before it
+    pauses reading) gets every byte echoed in order, and while a splice relay runs the
+    client's transport stays paused (the relay alone reads its socket)."""
+
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(echo, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    env = await start_env(tmp_path, make_config, extra_ports=(port,))
+    env.proxy.proxy_config = ProxyConfig(connect_ports=(port,), require_tls=False)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", env.port)
+        sent = os.urandom(512 * 1024)
+        authority = f"site.example.com:{port}"
+        writer.write(f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode() + sent)
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200")
+        echoed = await asyncio.wait_for(reader.readexactly(len(sent)), 10)
+        assert echoed == sent
+        [tunnel] = env.proxy.tunnels
+        assert (tunnel.pump is not None) == (relay == "splice")
+        if tunnel.pump is not None:
+            assert not tunnel.conn.transport.is_reading()
+        writer.close()
+    finally:
+        await env.close()
+        server.close()
