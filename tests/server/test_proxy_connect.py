@@ -588,3 +588,29 @@ async def test_bytes_sent_before_the_200_reach_the_upstream_once_and_in_order(
     finally:
         await env.close()
         server.close()
+
+
+async def test_an_upstream_that_speaks_first_is_heard(tmp_path, make_config) -> None:
+    """With require_tls off, a server that greets before the client speaks (SMTP, SSH): the
+    greeting reaches the client on either relay, before the client has sent a byte."""
+    banner = b"220 upstream ready\r\n"
+
+    async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(banner)
+        await writer.drain()
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(greet, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    env = await start_env(tmp_path, make_config, extra_ports=(port,))
+    env.proxy.proxy_config = ProxyConfig(connect_ports=(port,), require_tls=False)
+    try:
+        for _ in range(5):
+            reader, writer, head = await open_tunnel(env, f"site.example.com:{port}")
+            assert head.startswith(b"HTTP/1.1 200")
+            assert await asyncio.wait_for(reader.readexactly(len(banner)), 5) == banner
+            writer.close()
+    finally:
+        await env.close()
+        server.close()
