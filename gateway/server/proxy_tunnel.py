@@ -160,6 +160,10 @@ class Tunnel:
             )
         if not self.verified:
             self.timers.append(loop.call_later(self.proxy.header_timeout, self._hello_timeout))
+        if self.verified:
+            # No ClientHello to wait for: whatever the upstream sent (or its end) before the
+            # tunnel started goes out now, as `upstream.lost` below does for a lost connection.
+            self._flush_early_upstream()
         if leftover:
             self.from_client(leftover)
         if self.upstream.lost and not self.closed:

@@ -590,10 +590,25 @@ async def test_bytes_sent_before_the_200_reach_the_upstream_once_and_in_order(
         server.close()
 
 
-async def test_an_upstream_that_speaks_first_is_heard(tmp_path, make_config) -> None:
+@pytest.mark.parametrize("handover", ["at-once", "late"])
+async def test_an_upstream_that_speaks_first_is_heard(
+    tmp_path, make_config, monkeypatch, handover
+) -> None:
     """With require_tls off, a server that greets before the client speaks (SMTP, SSH): the
-    greeting reaches the client on either relay, before the client has sent a byte."""
+    greeting reaches the client on either relay, before the client has sent a byte, also
+    when it arrived before the tunnel started (`late`: the hand-over waits a moment)."""
     banner = b"220 upstream ready\r\n"
+    if handover == "late":
+        from gateway.server import proxy_exchange
+
+        real_open = proxy_exchange.open_tunnel
+
+        async def open_late(*args, **kwargs):
+            opened = await real_open(*args, **kwargs)
+            await asyncio.sleep(0.1)  # the greeting lands in the meantime
+            return opened
+
+        monkeypatch.setattr(proxy_exchange, "open_tunnel", open_late)
 
     async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(banner)
