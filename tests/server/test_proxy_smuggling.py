@@ -3,6 +3,8 @@ gets 400 with X-Gateway-Reason: bad_request, an audit record, and nothing reache
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tests.server.proxy_env import parse_head, raw_exchange, start_env
@@ -111,8 +113,12 @@ async def test_header_timeout_closes_a_slow_head(tmp_path, make_config) -> None:
 
     env = await start_env(tmp_path, make_config, server=ServerConfig(header_timeout=0.3))
     try:
-        raw = await raw_exchange(env.port, b"GET http://site.example.com/ HTT", read_timeout=3)
-        assert raw == b""  # closed by the proxy well before the read timeout
+        reader, writer = await asyncio.open_connection("127.0.0.1", env.port)
+        writer.write(b"GET http://site.example.com/ HTT")
+        # The proxy closes it: an end of stream well within the bound (raw_exchange would
+        # return b"" on its own read timeout too, so it cannot tell the two apart).
+        assert await asyncio.wait_for(reader.read(), 3) == b""
+        writer.close()
     finally:
         await env.close()
 
