@@ -71,7 +71,7 @@ async def test_deny_rule_message_reaches_the_agent(env) -> None:
     assert b"this site is closed to agents" in result.body
 
 
-async def test_unreachable_upstream_is_502(env) -> None:
+async def test_a_port_outside_the_policy_is_refused_before_connecting(env) -> None:
     import socket
 
     with socket.socket() as probe:  # a port nothing listens on
