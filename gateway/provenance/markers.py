@@ -583,9 +583,25 @@ def _filter_fold(data: bytes, special: frozenset[str]) -> bytes:
         table = {ord(char): replacement.decode() for char, replacement in replaced.items()}
         data = data.decode().translate(table).encode()
     folded = data.translate(_TIGHT_TABLE, delete)
-    if b"&" in folded:
+    if _may_hold_entity(folded):
         folded = _ENTITY_OPEN.sub(b"<", folded)
     return folded
+
+
+_ENTITY_LOOKS = 32  # ampersands looked at one by one before the whole-text substitution
+
+
+def _may_hold_entity(folded: bytes) -> bool:
+    """Whether `folded` may hold a reference `_ENTITY_OPEN` folds. The regex walks the text
+    byte by byte to find `&`; bytes.find uses memchr, and most pages have few ampersands."""
+    index = folded.find(b"&")
+    for _ in range(_ENTITY_LOOKS):
+        if index < 0:
+            return False
+        if _ENTITY_OPEN.match(folded, index):
+            return True
+        index = folded.find(b"&", index + 1)
+    return index >= 0
 
 
 def _filter_replacement(char: str) -> bytes:
