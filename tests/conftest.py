@@ -21,6 +21,9 @@ STATIC_HOSTS = {
     "metadata.example.com": ("169.254.169.254",),
     "mixed.example.com": ("127.0.0.1", "10.0.0.5"),
     "denied.example.org": ("127.0.0.1",),
+    # public: only for decisions (explain); no test connects to it, and the suite's network
+    # namespace has no route there
+    "public.example.com": ("93.184.216.34",),
 }
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.policy.addresses import IPAddress
-from gateway.policy.engine import Decision, Reason, decide_answer, decide_url
+from gateway.policy.engine import Decision, Reason, decide_answer, decide_url, explain_answer
 from gateway.policy.load import PolicyValidationError, load_policy_file
 from gateway.policy.model import Policy
 from gateway.policy.urls import Target
@@ -155,10 +155,8 @@ def judge(
         addresses = (target.ip,)
     if not addresses:
         return Verdict(decision, note=note)
-    checked = decide_answer(policy, target.port, addresses)
-    if not checked.allowed or checked.rule.startswith("networks.allow["):
-        return Verdict(checked, tuple(addresses), note=note)
-    return Verdict(decision, tuple(addresses), note=note)
+    checked = explain_answer(decision, decide_answer(policy, target.port, addresses))
+    return Verdict(checked, tuple(addresses), note=note)
 
 
 def asking_tool(tool: str | None, method: str | None) -> str | None:

@@ -288,6 +288,15 @@ def decide_answer(
     return next((d for d in decisions if not d.allowed), decisions[-1])
 
 
+def explain_answer(url_decision: Decision, answer_decision: Decision) -> Decision:
+    """The decision that explains an allowed URL once its addresses are checked: an address
+    that is refused decides, as does an allow that rests on a `networks.allow` exemption (that
+    rule is the one that mattered); otherwise the URL's own rule stands."""
+    if not answer_decision.allowed or answer_decision.rule.startswith("networks.allow["):
+        return answer_decision
+    return url_decision
+
+
 def decide_content_type(policy: Policy, content_type: str | None) -> Decision:
     """After the response head: the bare media type against `limits.content_types`."""
     media = (content_type or "").split(";", 1)[0].strip().lower()

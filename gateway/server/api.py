@@ -10,7 +10,7 @@ from aiohttp import web
 from gateway import __version__
 from gateway.errors import GatewayError, UnavailableError
 from gateway.fetch.resolver import LookupFailedError, PolicyResolver
-from gateway.policy.engine import decide_answer, decide_url
+from gateway.policy.engine import decide_answer, decide_url, explain_answer
 from gateway.server.app import REQUEST_ID, SERVICES, caller, json_response, read_json
 from gateway.tools.context import CallContext
 from gateway.tools.registry import ToolSpec
@@ -61,8 +61,12 @@ async def explain(request: web.Request) -> web.Response:
                 answer, lookup_error = [], str(exc)
         addresses = [str(ip) for ip in answer]
         if answer:
-            decision = decide_answer(
-                ctx.policy, target.port, answer, own_addresses=services.fetcher.own_addresses
+            # The same verdict `gateway policy explain --resolve` gives for these addresses.
+            decision = explain_answer(
+                decision,
+                decide_answer(
+                    ctx.policy, target.port, answer, own_addresses=services.fetcher.own_addresses
+                ),
             )
     out: dict[str, Any] = {
         "url": args["url"],

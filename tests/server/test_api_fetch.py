@@ -356,6 +356,8 @@ async def test_explain_resolve_of_a_denied_name_has_no_addresses(client) -> None
 EXPLAIN_RESOLVED = [
     # (id, url, decision, reason, rule, addresses, lookup failed)
     ("allowed", "https://site.example.com/", "allow", None, "networks.allow[0]", ["127.0.0.1"], False),
+    # A public address passes without an exemption: the URL's rule explains it (as the CLI).
+    ("public", "https://public.example.com/", "allow", None, "domains.allow[0]", ["93.184.216.34"], False),
     ("private", "https://internal.example.com/", "deny", "private_address", "networks.block_private", ["10.0.0.5"], False),
     # A name that does not resolve fails closed, as a fetch would (upstream_unreachable).
     ("no answer", "https://nowhere.example.com/", "deny", "upstream_unreachable", "resolve", [], True),
