@@ -238,6 +238,19 @@ def mapped_ipv4_network(network: ipaddress.IPv6Network) -> ipaddress.IPv4Network
     return ipaddress.IPv4Network((int(network.network_address) & _LOW32, network.prefixlen - 96))
 
 
+def embedded_ipv4_interval(network: ipaddress.IPv6Network) -> tuple[int, int] | None:
+    """The IPv4 addresses (first, last as integers) that every address of an IPv6 network
+    carries, when the whole network lies in one embedding (mapped, NAT64, 6to4, ...)."""
+    first, last = int(network.network_address), int(network.broadcast_address)
+    for embedding in EMBEDDINGS:
+        if embedding.first <= first and last <= embedding.last:
+            # The embedded field's varying bits are its low bits (or all of it), so the
+            # IPv4 addresses carried form the interval between the two ends' values.
+            low, high = sorted((embedding.extract(first), embedding.extract(last)))
+            return low, high
+    return None
+
+
 def metadata_range_holding(network: IPNetwork) -> AddressRange | None:
     """The metadata row that holds every address of `network`, also through an IPv6
     embedding (`::ffff:169.254.0.0/112`, 6to4 `2002:a9fe::/32`), else None: such a network
@@ -245,13 +258,9 @@ def metadata_range_holding(network: IPNetwork) -> AddressRange | None:
     first, last = int(network.network_address), int(network.broadcast_address)
     version = network.version
     if version == 6:
-        for embedding in EMBEDDINGS:
-            if embedding.first <= first and last <= embedding.last:
-                # The embedded field's varying bits are its low bits (or all of it), so the
-                # IPv4 addresses carried form the interval between the two ends' values.
-                ends = sorted((embedding.extract(first), embedding.extract(last)))
-                first, last, version = ends[0], ends[1], 4
-                break
+        carried = embedded_ipv4_interval(network)  # type: ignore[arg-type]
+        if carried is not None:
+            (first, last), version = carried, 4
     for row in METADATA_RANGES:
         if row.network.version == version and row.first <= first and last <= row.last:
             return row

@@ -262,7 +262,7 @@ def decide_address(
     if own_addresses and _is_own(ip, port, own_addresses):
         return _deny(policy, Reason.OWN_ADDRESS, "networks.own_address", detail=f"{ip} port {port}")
     for rule in policy.network_deny:
-        if _in_network(ip, rule.network):
+        if _in_network(ip, rule.network, every_form=True):
             return _deny(policy, Reason.NETWORK_DENIED, rule.rule_id, detail=str(ip))
     for rule in policy.network_allow:
         if _in_network(ip, rule.network):
@@ -325,9 +325,20 @@ def _tool_disabled(policy: Policy, tool: str) -> Decision:
     return _deny(policy, Reason.TOOL_DISABLED, rule, detail=tool)
 
 
-def _in_network(ip: IPAddress, network: Any) -> bool:
+def _in_network(ip: IPAddress, network: Any, *, every_form: bool = False) -> bool:
+    """Whether a rule's CIDR matches `ip`. `every_form` (deny rules): a CIDR written in
+    IPv4-mapped form also matches the other IPv6 forms of its IPv4 addresses (NAT64, 6to4),
+    as the IPv4 CIDR does; an allow rule in that form names the mapped and IPv4 forms only."""
     if ip.version == network.version:
-        return ip in network
+        if ip in network:
+            return True
+        if not every_form or ip.version == 4:
+            return False
+        mapped = mapped_ipv4_network(network)
+        if mapped is None:
+            return False
+        inner = embedded_ipv4(ip)
+        return inner is not None and inner in mapped
     # An IPv6 form of an IPv4 address (mapped, NAT64, …) is judged by the IPv4 rules too.
     if ip.version == 6:
         inner = embedded_ipv4(ip)

@@ -14,6 +14,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 
 from gateway.policy import hosts
 from gateway.policy.addresses import (
+    embedded_ipv4_interval,
     looks_numeric_host,
     mapped_ipv4_network,
     metadata_range_holding,
@@ -249,16 +250,20 @@ def check_network_allow(w: Walker, networks: Section) -> None:
 
 def _deny_covers(deny: IPNetwork, allow: IPNetwork) -> bool:
     """Whether the deny CIDR matches every address the allow CIDR matches, as the engine
-    compares them: an IPv4 CIDR also matches the IPv6 forms of its addresses, an IPv4-mapped
-    IPv6 CIDR also the IPv4 addresses it maps."""
-    allow_ipv4 = mapped_ipv4_network(allow) if allow.version == 6 else None
-    if allow.version != deny.version:
-        # Only a mapped allow lies inside an IPv4 deny: other IPv6 space, whole; an IPv4
-        # allow also reaches IPv6 forms (NAT64, 6to4) that a mapped deny does not name.
-        return allow_ipv4 is not None and allow_ipv4.subnet_of(deny)  # type: ignore[arg-type]
-    if not allow.subnet_of(deny):  # type: ignore[arg-type]
-        return False
-    return allow_ipv4 is None or mapped_ipv4_network(deny) is not None
+    compares them: an IPv4 CIDR, or a deny CIDR in IPv4-mapped form, also matches every IPv6
+    form of its addresses (mapped, NAT64, 6to4, ...); a mapped allow CIDR also the IPv4
+    addresses it maps."""
+    deny_ipv4 = deny if deny.version == 4 else mapped_ipv4_network(deny)
+    if allow.version == 4:
+        return deny_ipv4 is not None and allow.subnet_of(deny_ipv4)
+    if deny.version == 6 and allow.subnet_of(deny):
+        # A mapped allow names IPv4 addresses too, which only a deny naming IPv4 matches.
+        return mapped_ipv4_network(allow) is None or deny_ipv4 is not None
+    carried = embedded_ipv4_interval(allow) if deny_ipv4 is not None else None
+    if carried is None or deny_ipv4 is None or int(allow.network_address) <= 1:
+        return False  # (:: and ::1 sit in ::/96 but carry no IPv4 address)
+    low, high = carried
+    return int(deny_ipv4.network_address) <= low and high <= int(deny_ipv4.broadcast_address)
 
 
 def _covering_deny(

@@ -279,7 +279,8 @@ def test_decide_address_own_listening_address() -> None:
     assert mapped.reason is Reason.OWN_ADDRESS
 
 
-# IPv4-mapped IPv6 CIDRs (::ffff:a.b.c.d/96+n) name the IPv4 addresses they map, too.
+# IPv4-mapped IPv6 CIDRs (::ffff:a.b.c.d/96+n) name the IPv4 addresses they map, too; a deny
+# in that form also their NAT64 and 6to4 forms.
 MAPPED = make_policy(
     name="mapped",
     allow=["mirror.example"],
@@ -299,6 +300,10 @@ IPV6_DENIED = make_policy(name="ipv6-denied", net_deny=["::/0"])
         (MAPPED, "64:ff9b::a14:7", False, Reason.PRIVATE_ADDRESS, "networks.block_private"),
         (MAPPED, "93.184.216.34", False, Reason.NETWORK_DENIED, "networks.deny[0]"),
         (MAPPED, "::ffff:93.184.216.34", False, Reason.NETWORK_DENIED, "networks.deny[0]"),
+        # A deny in mapped form names its IPv4 addresses in every form, as an IPv4 deny does.
+        (MAPPED, "64:ff9b::5db8:d822", False, Reason.NETWORK_DENIED, "networks.deny[0]"),
+        (MAPPED, "2002:5db8:d822::1", False, Reason.NETWORK_DENIED, "networks.deny[0]"),
+        (MAPPED, "64:ff9b::5db8:d922", True, None, "networks"),
         (MAPPED, "93.184.217.1", True, None, "networks"),
         (MAPPED, "2606:4700::1", False, Reason.NETWORK_DENIED, "networks.deny[1]"),
         (MAPPED, "169.254.169.254", False, Reason.METADATA_ADDRESS, "networks.metadata"),
