@@ -15,6 +15,7 @@
       UnavailableError                unavailable          503  (retry_after)
       UpstreamTimeoutError            upstream_timeout     504
       AuditWriteError                 unavailable          503  (the audit log could not be written)
+      InternalError                   internal_error       500  (a bug; the traceback is in the log)
 
 Only adapters (server, cli) turn these into responses; everything below them raises them.
 Foreign exceptions (aiohttp, OSError, lxml) are translated in one place per package.
@@ -139,3 +140,11 @@ class UpstreamTimeoutError(GatewayError):
 
 class AuditWriteError(UnavailableError):
     """The audit record could not be written, so the request is refused (fail closed)."""
+
+
+class InternalError(GatewayError):
+    """A bug, not a refusal: what the agent gets (and the audit log names) when a call fails
+    with an exception no layer translated; the traceback goes to the operator's log only."""
+
+    code = "internal_error"
+    http_status = 500

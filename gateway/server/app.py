@@ -120,17 +120,51 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     try:
         lease = await services.limiter.acquire(client.id, client.limits)
     except GatewayError as error:  # a refused tool call is still one record (CONTRACT 8)
+        ctx = CallContext(policy=client.policy, client_id=client.id, request_id=request[REQUEST_ID])
         spec = services.tools.at_path(path)
         if spec is not None:
-            ctx = CallContext(
-                policy=client.policy, client_id=client.id, request_id=request[REQUEST_ID]
-            )
             services.tools.record_refusal(spec.name, ctx, error)
+        elif path == "/mcp":
+            for name, arguments in await _mcp_tool_calls(request):
+                services.tools.record_refusal(name, ctx, error, arguments)
         raise
     try:
         return await handler(request)
     finally:
         await lease.release()
+
+
+async def _mcp_tool_calls(request: web.Request) -> list[tuple[str, dict[str, Any]]]:
+    """The `tools/call` messages of a refused /mcp POST that would have called a registered
+    tool (a request, not a notification; the checks of mcp.py's `_one` and `_batch`), each
+    with its arguments. None for a body over server.max_body_bytes or not JSON-RPC. The
+    protocol-version header is not checked: a call it would have stopped is still recorded
+    (one record too many is safe; one too few is a call off the record)."""
+    from gateway.server.mcp import MAX_BATCH  # mcp.py imports this module
+
+    try:
+        body = orjson.loads(await request.read())
+    except (web.HTTPRequestEntityTooLarge, orjson.JSONDecodeError):
+        return []
+    messages = body if isinstance(body, list) else [body]
+    if len(messages) > MAX_BATCH:  # mcp.py refuses such a batch whole, calling no tool
+        return []
+    tools = request.app[SERVICES].tools
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            continue
+        message_id = message.get("id")
+        if message.get("method") != "tools/call" or isinstance(message_id, bool):
+            continue
+        params = message.get("params")
+        if not isinstance(message_id, str | int) or not isinstance(params, dict):
+            continue
+        name, arguments = params.get("name"), params.get("arguments")
+        arguments = {} if arguments is None else arguments
+        if isinstance(name, str) and isinstance(arguments, dict) and tools.get(name) is not None:
+            calls.append((name, arguments))
+    return calls
 
 
 def _peer(request: web.Request) -> tuple[str, int] | None:

@@ -7,19 +7,22 @@ adding an entry here; the adapters list and call whatever is registered.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.audit.log import AuditLog
 from gateway.audit.redaction import redact_text
-from gateway.errors import AuditWriteError, GatewayError, InvalidRequestError
+from gateway.errors import AuditWriteError, GatewayError, InternalError, InvalidRequestError
 from gateway.policy.model import Policy
 from gateway.tools.context import CallContext
 from gateway.tools.records import refusal_record, tool_record
 
 ToolCall = Callable[[CallContext, Mapping[str, Any]], Awaitable[dict[str, Any]]]
 TextRender = Callable[[Mapping[str, Any]], str]
+
+log = logging.getLogger("gateway.tools")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +66,18 @@ class ToolRegistry:
     def enabled_for(self, policy: Policy) -> list[ToolSpec]:
         return [spec for spec in self._tools.values() if spec.enabled_for(policy)]
 
-    def record_refusal(self, name: str, ctx: CallContext, error: GatewayError) -> None:
+    def record_refusal(
+        self,
+        name: str,
+        ctx: CallContext,
+        error: GatewayError,
+        args: Mapping[str, Any] | None = None,
+    ) -> None:
         """Write the record of a call to tool `name` refused before the tool ran (over the
-        client's limits, a body too large or not a JSON object, draining); raises
-        AuditWriteError when it cannot be written."""
+        client's limits, a body too large or not a JSON object, draining), naming the `url`
+        or `query` of `args` when known; raises AuditWriteError when it cannot be written."""
         if self._audit is not None:
-            self._audit.append(_unrecorded(name, ctx, error, {}))
+            self._audit.append(_unrecorded(name, ctx, error, args or {}))
 
 
 # Long enough to tell calls apart; the audit log redacts credentials in URLs itself.
@@ -78,7 +87,10 @@ _RECORDED_TEXT_CHARS = 2000
 def audited(action: str, call: ToolCall, audit: AuditLog) -> ToolCall:
     """`call`, plus a record, written before the error leaves, for any refusal or failure
     the tool raised without recording it; if that write fails the caller gets
-    AuditWriteError instead (fail closed: no call goes unrecorded)."""
+    AuditWriteError instead (fail closed: no call goes unrecorded). Any other exception is
+    a bug: logged with its traceback, recorded and raised as InternalError, so the agent
+    gets the contract's error shape and the call is still on record. Cancellation is not
+    an exception here (the drain records cut-off calls)."""
 
     async def run(ctx: CallContext, args: Mapping[str, Any]) -> dict[str, Any]:
         try:
@@ -87,6 +99,12 @@ def audited(action: str, call: ToolCall, audit: AuditLog) -> ToolCall:
             if not error.recorded and not isinstance(error, AuditWriteError):
                 audit.append(_unrecorded(action, ctx, error, args))
             raise
+        except Exception as exc:
+            log.exception("%s call failed", action, extra={"request_id": ctx.request_id})
+            # The agent sees no detail of the bug; the log line above has it.
+            internal = InternalError("internal error; see the gateway's log")
+            audit.append(_unrecorded(action, ctx, internal, args))
+            raise internal from exc
 
     return run
 

@@ -3,7 +3,8 @@
 Pages are picked round-robin across distinct domains (the best result of each domain first)
 and each goes through the whole WebFetch path: its policy decision, envelope, markers and its
 own audit record. A page that fails is reported in place and never fails the call; only a
-failed search (or an audit log that cannot be written) does.
+failed search (or an audit log that cannot be written) does. A call cancelled mid-read (cut
+off at the end of the shutdown grace) first records each page still being read.
 `extract_mode` (left open by the contract): `summary` is the page's main content as Markdown,
 cut at 4000 code points; `full` is the whole page as Markdown, cut at the policy's default
 `max_chars`; `max_page_length` replaces either cut, clamped to `limits.max_chars`.
@@ -12,11 +13,17 @@ cut at 4000 code points; `full` is the whole page as Markdown, cut at the policy
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.audit.log import AuditLog
-from gateway.errors import AuditWriteError, GatewayError, UpstreamTimeoutError
+from gateway.errors import (
+    AuditWriteError,
+    GatewayError,
+    UnavailableError,
+    UpstreamTimeoutError,
+)
 from gateway.policy.engine import decide_url
 from gateway.tools.context import CallContext
 from gateway.tools.records import tool_record
@@ -84,20 +91,31 @@ class ResearchTool:
             page, _ = await asyncio.wait_for(self._webfetch.page(ctx, url, extract_mode), budget)
         except AuditWriteError:
             raise
+        except asyncio.CancelledError as cancel:
+            # The call was cut off (the end of the shutdown grace) while this page was being
+            # read: the page was asked for, so it gets its own record before the call's.
+            cut_off = UnavailableError(_cancel_reason(cancel), retry_after=5)
+            with contextlib.suppress(AuditWriteError):  # the call's record fails closed
+                self._record_page(ctx, url, cut_off)
+            raise
         except TimeoutError:
             error: GatewayError = UpstreamTimeoutError(
                 f"the page did not arrive and extract within {budget:g} s"
             )
-            decision, _ = decide_url(ctx.policy, url, tool="WebFetch")
-            self._audit.append(
-                tool_record("WebFetch", ctx, decision=decision, error=error, url={"original": url})
-            )
+            self._record_page(ctx, url, error)
             return _failed(ranked, error)
         except GatewayError as error:
             return _failed(ranked, error)  # already on record by the WebFetch path
         body = self._webfetch.render(ctx, page, {"max_chars": length, "start_index": 0})
         body["rank"] = ranked.rank
         return body
+
+    def _record_page(self, ctx: CallContext, url: str, error: GatewayError) -> None:
+        """The WebFetch record of a page that ended outside the WebFetch path's own records."""
+        decision, _ = decide_url(ctx.policy, url, tool="WebFetch")
+        self._audit.append(
+            tool_record("WebFetch", ctx, decision=decision, error=error, url={"original": url})
+        )
 
 
 def pick_pages(allowed: Sequence[Ranked], count: int) -> list[Ranked]:
@@ -115,6 +133,14 @@ def pick_pages(allowed: Sequence[Ranked], count: int) -> list[Ranked]:
         picked.extend(row[: count - len(picked)])
         depth += 1
     return sorted(picked, key=lambda ranked: ranked.rank)
+
+
+def _cancel_reason(cancel: asyncio.CancelledError) -> str:
+    """Why the page was cancelled: the message its canceller gave (the drain names
+    `server.shutdown_grace`), else a plain statement."""
+    if cancel.args and isinstance(cancel.args[0], str) and cancel.args[0]:
+        return cancel.args[0][:500]
+    return "the call was cancelled before this page was read"
 
 
 def _site(host: str) -> str:
