@@ -53,9 +53,11 @@ class _Direction:
         self.dst_socket = dst
         self.pipe_r, self.pipe_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         try:
-            self.capacity = fcntl.fcntl(self.pipe_w, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-        except OSError:  # over /proc/sys/fs/pipe-max-size for this user: keep the default
-            self.capacity = fcntl.fcntl(self.pipe_w, fcntl.F_GETPIPE_SZ)
+            self.capacity = _pipe_capacity(self.pipe_w)
+        except BaseException:
+            os.close(self.pipe_r)
+            os.close(self.pipe_w)
+            raise
         self.in_pipe = 0
         self.eof = False
         self.reading = self.writing = self.stopped = False
@@ -140,8 +142,17 @@ class _Direction:
         if self.writing:
             self.loop.remove_writer(self.dst)
             self.writing = False
-        os.close(self.pipe_r)
-        os.close(self.pipe_w)
+        try:
+            os.close(self.pipe_r)
+        finally:
+            os.close(self.pipe_w)
+
+
+def _pipe_capacity(pipe_w: int) -> int:
+    try:
+        return fcntl.fcntl(pipe_w, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except OSError:  # over /proc/sys/fs/pipe-max-size for this user: keep the default
+        return fcntl.fcntl(pipe_w, fcntl.F_GETPIPE_SZ)
 
 
 class SplicePump:
@@ -155,18 +166,16 @@ class SplicePump:
         loop = asyncio.get_running_loop()
         # Duplicates: the event loop refuses a reader on a transport's own descriptor, and
         # closing a duplicate leaves the connection to the transport that owns it.
+        # Every descriptor made here is released again if a later step fails (a dup or a
+        # pipe over the descriptor limit, a duplicate that cannot be wrapped, fcntl).
         self.sockets: list[socket.socket] = []
         try:
             for transport in (client, upstream):
-                self.sockets.append(socket.socket(fileno=os.dup(_fileno(transport))))
-        except OSError:
-            self._close_sockets()
-            raise
-        client_sock, upstream_sock = self.sockets
-        try:
+                self.sockets.append(_duplicate(transport))
+            client_sock, upstream_sock = self.sockets
             self.up = _Direction(loop, owner, True, client_sock, upstream_sock)
             self.down = _Direction(loop, owner, False, upstream_sock, client_sock)
-        except OSError:
+        except BaseException:
             if hasattr(self, "up"):
                 self.up.stop()
             self._close_sockets()
@@ -181,14 +190,28 @@ class SplicePump:
 
     def stop(self) -> None:
         """Stop relaying and release the pipes and duplicates (the transports stay open)."""
-        self.up.stop()
-        self.down.stop()
-        self._close_sockets()
+        try:
+            self.up.stop()
+        finally:
+            try:
+                self.down.stop()
+            finally:
+                self._close_sockets()
 
     def _close_sockets(self) -> None:
         sockets, self.sockets = self.sockets, []
         for sock in sockets:
             sock.close()
+
+
+def _duplicate(transport: asyncio.Transport) -> socket.socket:
+    """A socket object on a duplicate of the transport's descriptor."""
+    fileno = os.dup(_fileno(transport))
+    try:
+        return socket.socket(fileno=fileno)
+    except BaseException:
+        os.close(fileno)
+        raise
 
 
 def _fileno(transport: asyncio.Transport) -> int:
