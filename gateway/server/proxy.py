@@ -53,7 +53,14 @@ HEAD_STATE, BUSY_STATE, BODY_STATE, TUNNEL_STATE, CLOSED_STATE = range(5)
 
 
 class ClientGoneError(Exception):
-    """The client closed its connection while a response was being sent."""
+    """The client went away (closed, half-closed or reset its connection) before its
+    request was answered or while the answer was being sent. `reason` says how, in the
+    words of a tunnel's `tunnel_close` record: `client_closed` or `client_error`."""
+
+    def __init__(self, reason: str = "client_closed", message: str = "") -> None:
+        super().__init__(message or reason)
+        self.reason = reason
+        self.message = message or "the client closed its connection before its answer"
 
 
 class ProxyConnection(asyncio.Protocol):
@@ -79,6 +86,7 @@ class ProxyConnection(asyncio.Protocol):
         "auth",
         "last_destination",
         "watch",
+        "lost_reason",
     )
 
     def __init__(self, proxy: ForwardProxy) -> None:
@@ -100,6 +108,7 @@ class ProxyConnection(asyncio.Protocol):
         self.auth: tuple[PolicyState, str | None, ClientIdentity | None] | None = None
         self.last_destination: tuple[Policy, Target, str | None] | None = None
         self.watch: IdleWatch | None = None  # made by the first absolute-form request
+        self.lost_reason: str | None = None  # how the connection ended, once it has
 
     # --- transport events ---------------------------------------------------------------
 
@@ -144,6 +153,7 @@ class ProxyConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         previous, self.state = self.state, CLOSED_STATE
+        self.lost_reason = why = "client_error" if exc is not None else "client_closed"
         self._disarm()
         if self.timer is not None:
             self.timer.cancel()
@@ -151,9 +161,11 @@ class ProxyConnection(asyncio.Protocol):
         if self.watch is not None:
             self.watch.close()
         if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(ClientGoneError())
+            self.waiter.set_exception(
+                ClientGoneError(why, "the client went away before the whole request body arrived")
+            )
         if self.drain_waiter is not None and not self.drain_waiter.done():
-            self.drain_waiter.set_exception(ClientGoneError())
+            self.drain_waiter.set_exception(ClientGoneError(why))
         if previous == TUNNEL_STATE and self.tunnel is not None:
             self.tunnel.client_lost(exc)
         elif self.task is not None and not self.task.done():
@@ -262,8 +274,11 @@ class ProxyConnection(asyncio.Protocol):
                         break
                 if len(body) > limit:
                     raise RequestTooLargeError(f"the request body is over {limit} bytes")
-                if self.client_eof:
-                    raise ClientGoneError()  # half-closed before the whole body: it never comes
+                if self.client_eof:  # half-closed before the whole body: it never comes
+                    raise ClientGoneError(
+                        "client_closed",
+                        "the client closed its side before the whole request body arrived",
+                    )
                 self.waiter = asyncio.get_running_loop().create_future()
                 try:
                     async with asyncio.timeout(self.proxy.header_timeout):
@@ -379,6 +394,7 @@ class ForwardProxy:
         self.per_ip: dict[str, int] = {}
         self.servers: list[asyncio.Server] = []
         self.draining = False
+        self.closing = False  # set once `close` ends what is still in flight
         self.drain_deadline: float | None = None  # monotonic; set by the first drain()
         self._background: set[asyncio.Task[Any]] = set()
         self._idle_close: asyncio.Task[None] | None = None
@@ -413,25 +429,56 @@ class ForwardProxy:
         ip = conn.peer[0] if conn.peer else ""
         count = self.per_ip.get(ip, 0)
         if self.draining or count >= self.max_per_ip:
-            assert conn.transport is not None
-            conn.transport.write(
-                plain_response(
-                    503,
-                    "unavailable",
-                    None,
-                    "the gateway is shutting down"
-                    if self.draining
-                    else "too many connections from this address (server.max_connections_per_ip)",
-                    keep_alive=False,
-                    request_id=new_event_id(),
+            if self.draining:
+                refusal = UnavailableError("the gateway is shutting down", retry_after=5)
+            else:
+                # A slot frees as soon as one of this address's connections ends.
+                refusal = UnavailableError(
+                    "too many connections from this address (server.max_connections_per_ip)",
+                    retry_after=1,
                 )
-            )
-            conn.state = CLOSED_STATE
-            conn.transport.close()
+            self._refuse_connection(conn, refusal)
             return False
         self.per_ip[ip] = count + 1
         self.connections.add(conn)
         return True
+
+    def _refuse_connection(self, conn: ProxyConnection, refusal: UnavailableError) -> None:
+        """Refused at accept, before any byte is read: one record (the source address; no
+        client is known yet), a 503 with Retry-After, closed. A flood of connections costs
+        one record each and reads nothing."""
+        assert conn.transport is not None
+        event_id = new_event_id()
+        record = proxy_record(
+            "proxy_http",
+            event_id=event_id,
+            duration_ms=0,
+            client_id=None,
+            policy=None,
+            decision=None,
+            error=refusal,
+            source=conn.peer,
+            status=503,
+            request_id=event_id,
+        )
+        try:
+            self.audit(record)
+        except AuditWriteError as exc:
+            refusal = UnavailableError(exc.message, retry_after=refusal.retry_after)
+        retry_after = str(int(refusal.retry_after or 1))
+        conn.state = CLOSED_STATE
+        conn.transport.write(
+            plain_response(
+                503,
+                "unavailable",
+                None,
+                refusal.message,
+                keep_alive=False,
+                request_id=event_id,
+                extra=(("Retry-After", retry_after),),
+            )
+        )
+        conn.transport.close()
 
     def forget(self, conn: ProxyConnection) -> None:
         if conn in self.connections:
@@ -503,9 +550,24 @@ class ForwardProxy:
         if self.draining or self.services.draining:
             shutting_down = UnavailableError("the gateway is shutting down", retry_after=5)
             return exchange.gateway_error(shutting_down, keep_alive=False)
-        if head.method == "CONNECT":
-            return await exchange.connect()
-        return await exchange.forward()
+        try:
+            if head.method == "CONNECT":
+                return await exchange.connect()
+            return await exchange.forward()
+        except (ClientGoneError, asyncio.CancelledError) as exc:
+            # A client that went away cancels its request, as does the end of the shutdown
+            # grace: what the policy decided for it still gets its record.
+            if isinstance(exc, ClientGoneError) and not self.closing:
+                exchange.abandoned(exc.reason, exc.message)
+            else:
+                exchange.abandoned(*self.gone(conn))
+            raise
+
+    def gone(self, conn: ProxyConnection) -> tuple[str, str]:
+        """Why a request of `conn` ended unanswered, and a message saying so."""
+        if self.closing or conn.lost_reason is None:  # the gateway ended it, not the client
+            return "shutdown", "the gateway shut down before the answer"
+        return conn.lost_reason, "the client went away before its answer"
 
     def _authenticate(self, conn: ProxyConnection, header: str | None) -> ClientIdentity | None:
         state = self.services.state
@@ -599,6 +661,7 @@ class ForwardProxy:
         deadline = self.drain_deadline if grace is None else time.monotonic() + grace
         while (self.tunnels or self._busy()) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
+        self.closing = True
         self.upstream.close()
         for tunnel in list(self.tunnels):
             tunnel.close("shutdown")

@@ -7,6 +7,7 @@ decided, opened with `fetch.tunnel` and handed to a `Tunnel`. Owns neither the c
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,8 @@ from gateway.server.proxy_tunnel import Tunnel, UpstreamSide
 
 if TYPE_CHECKING:
     from gateway.server.proxy import ForwardProxy, ProxyConnection
+
+log = logging.getLogger("gateway.proxy")
 
 
 def same_authority(host_header: str, target: Target, request_target: str = "") -> bool:
@@ -113,6 +116,8 @@ class Exchange:
         "policy",
         "event_id",
         "started",
+        "allowed",
+        "recorded",
     )
 
     def __init__(self, proxy: ForwardProxy, conn: ProxyConnection, head: RequestHead) -> None:
@@ -123,6 +128,10 @@ class Exchange:
         self.policy: Policy | None = None
         self.event_id = new_event_id()
         self.started = time.monotonic()
+        # What the policy allowed, until a record names it: a request abandoned in between
+        # (its client went away) is still recorded with it (`abandoned`).
+        self.allowed: tuple[Decision, Target] | None = None
+        self.recorded = False
 
     @property
     def client_id(self) -> str | None:
@@ -145,6 +154,32 @@ class Exchange:
             request_id=self.event_id,
             **fields,
         )
+
+    def audit(self, record: dict[str, Any]) -> None:
+        """Write this request's record (raises AuditWriteError), noting that it has one."""
+        self.recorded = True
+        self.proxy.audit(record)
+
+    def abandoned(self, why: str, message: str) -> None:
+        """The request ended without an answer (`why`: `client_closed`, `client_error`,
+        `shutdown`): if the policy had allowed it and no record says so yet, one does now,
+        with the decision and the way it ended. Nothing is answered; the client is gone."""
+        if self.allowed is None or self.recorded:
+            return
+        decision, target = self.allowed
+        record = self.record(
+            decision=decision,
+            error=GatewayError(message, reason=why),
+            destination=_destination(target, None),
+        )
+        record["error"]["code"] = why
+        try:
+            self.audit(record)
+        except AuditWriteError:
+            log.error(
+                "could not write the record of an abandoned proxy request",
+                extra={"event_id": self.event_id},
+            )
 
     def reply(
         self,
@@ -182,7 +217,7 @@ class Exchange:
     ) -> bool:
         """Write the record first; if the log cannot take it, the answer is 503 instead."""
         try:
-            self.proxy.audit(record)
+            self.audit(record)
         except AuditWriteError as exc:
             return self.reply(503, "unavailable", None, exc.message, False)
         return self.reply(status, reason, rule, message, keep_alive, extra)
@@ -261,6 +296,7 @@ class Exchange:
         decision, target = decide_url(policy, head.target, tool=None, method=head.method)
         if target is None or not decision.allowed:
             return self.deny(decision, target)
+        self.allowed = (decision, target)
         try:
             host = head.get("host")
         except BadRequestError as exc:
@@ -356,7 +392,7 @@ class Exchange:
                 destination=_destination(target, upstream.ip),
             )
             try:
-                proxy.audit(record)
+                self.audit(record)
             except AuditWriteError as exc:
                 return self.reply(503, "unavailable", None, exc.message, False)
             watch.streaming = True
@@ -404,6 +440,7 @@ class Exchange:
         if not decision.allowed:
             self.deny(decision, target)
             return False
+        self.allowed = (decision, target)
         try:
             lease = await self.proxy.acquire(self.client)
         except (RateLimitedError, UnavailableError) as exc:
@@ -434,19 +471,22 @@ class Exchange:
         except GatewayError as exc:
             self.gateway_error(exc, keep_alive=False)
             return False
+        if self.conn.transport is None or self.conn.transport.is_closing():
+            # Gone while the upstream connection opened: no tunnel, so no 200 on record
+            # (it would have no tunnel_close), but the decision is.
+            opened.transport.close()
+            self.abandoned(*self.proxy.gone(self.conn))
+            return False
         record = self.record(
             decision=decision,
             status=200,
             destination=_destination(target, str(opened.ip)),
         )
         try:
-            self.proxy.audit(record)
+            self.audit(record)
         except AuditWriteError as exc:
             opened.transport.close()
             self.reply(503, "unavailable", None, exc.message, False)
-            return False
-        if self.conn.transport is None or self.conn.transport.is_closing():
-            opened.transport.close()
             return False
         self.conn.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
         tunnel = Tunnel(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
+import struct
 import time
 
 import aiohttp
@@ -173,9 +175,25 @@ async def test_connections_per_ip_are_capped(tmp_path, make_config) -> None:
     env = await start_env(tmp_path, make_config, server=ServerConfig(max_connections_per_ip=1))
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", env.port)
-        second = await raw_exchange(env.port, b"", read_timeout=2)
-        status, headers, _ = parse_head(second)
-        assert status == 503 and headers["x-gateway-reason"] == "unavailable"
+        for _ in range(3):
+            refused = await raw_exchange(env.port, b"", read_timeout=2)
+            status, headers, body = parse_head(refused)
+            assert status == 503 and headers["x-gateway-reason"] == "unavailable"
+            assert headers["retry-after"] == "1" and headers["connection"] == "close"
+            assert b"server.max_connections_per_ip" in body
+        # Each refusal is on record (CONTRACT 8), with the address it came from: no client
+        # is known before a request head.
+        records = env.records("proxy_http")
+        assert len(records) == 3
+        for record in records:
+            assert record["event"]["outcome"] == "failure"
+            assert record["event"]["type"] == ["error"]
+            assert record["error"]["code"] == "unavailable"
+            assert "server.max_connections_per_ip" in record["error"]["message"]
+            assert record["source"]["ip"] == "127.0.0.1"
+            assert record["client"]["id"] is None
+            assert record["http"]["response"]["status_code"] == 503
+        assert len({r["event"]["id"] for r in records}) == 3
         writer.close()
     finally:
         await env.close()
@@ -211,6 +229,29 @@ def post_request(env, body: bytes, length: int) -> bytes:
     return head.encode() + body
 
 
+async def wait_for_records(env, action: str, count: int = 1) -> list[dict]:
+    """The records of `action`, once there are `count` (a client that left is not told
+    when its record is written)."""
+    for _ in range(100):
+        records = env.records(action)
+        if len(records) >= count:
+            return records
+        await asyncio.sleep(0.05)
+    return env.records(action)
+
+
+def assert_abandoned(record: dict, why: str) -> None:
+    """A request the policy allowed, ended without an answer: the allow decision, an error
+    naming how it ended, no response status."""
+    assert record["event"]["outcome"] == "failure" and record["event"]["type"] == ["error"]
+    assert record["policy"]["decision"] == "allow"
+    assert record["policy"]["rule"] == "domains.allow[0]"
+    assert record["error"]["code"] == why and record["error"]["reason"] == why
+    assert record["destination"]["domain"] == "site.example.com"
+    assert "response" not in record.get("http", {})
+    assert record["source"]["ip"] == "127.0.0.1"
+
+
 @pytest.mark.parametrize(
     ("sent", "answered"),
     [
@@ -235,11 +276,60 @@ async def test_a_half_closed_client_gets_its_answer_if_its_request_was_whole(
     writer.close()
     if answered is None:
         assert raw == b""  # the body can never be whole: nothing went upstream
-        assert env.records("proxy_http") == []
+        # ... but the policy had allowed the request: that decision is on record, with how
+        # the request ended (CONTRACT 8: a record for every proxied request).
+        [record] = await wait_for_records(env, "proxy_http")
+        assert_abandoned(record, "client_closed")
         return
     status, _, body = parse_head(raw)
     assert status == 200 and answered in body
     assert len(env.records("proxy_http")) == 1
+
+
+def reset(writer: asyncio.StreamWriter) -> None:
+    """Close with an RST rather than a FIN."""
+    sock = writer.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "ending", "why"),
+    [
+        ("/echo", b"a=1", "close", "client_closed"),
+        ("/echo", b"a=1", "reset", "client_error"),
+        ("/stall-head?for=2", None, "reset", "client_error"),
+        ("/stall-head?for=2", None, "shutdown", "shutdown"),
+    ],
+    ids=[
+        "closed-mid-body",
+        "reset-mid-body",
+        "reset-waiting-for-the-upstream",
+        "shutdown-waiting-for-the-upstream",
+    ],
+)
+async def test_a_client_that_leaves_before_its_answer_leaves_a_record(
+    env, path, body, ending, why
+) -> None:
+    """The policy allowed the request, then the client went away (mid-body, or while the
+    upstream had not answered yet) or the shutdown grace ended: one record with the allow
+    decision and how it ended."""
+    request = post_request(env, body, 7) if body is not None else get_request(env, path)
+    reader, writer = await asyncio.open_connection("127.0.0.1", env.port)
+    writer.write(request)
+    await writer.drain()
+    await asyncio.sleep(0.3)  # the request is decided and waits for its body or upstream
+    if ending == "reset":
+        reset(writer)
+    elif ending == "shutdown":
+        await env.proxy.close(grace=0)
+    else:
+        writer.close()
+    [record] = await wait_for_records(env, "proxy_http")
+    assert_abandoned(record, why)
+    await asyncio.sleep(0.2)
+    assert len(env.records("proxy_http")) == 1  # once, not again when the task ends
+    writer.close()
 
 
 async def test_requests_sent_ahead_are_served_in_order_within_a_bound(env) -> None:

@@ -440,6 +440,48 @@ async def test_a_client_that_resets_ends_the_tunnel_as_a_client_error(
         await env.close()
 
 
+async def test_a_client_that_resets_while_its_tunnel_opens_leaves_a_record(
+    tmp_path, make_config, monkeypatch
+) -> None:
+    """The policy allowed the CONNECT; the client went away before the upstream connection
+    was open: the decision is on record (allow, `client_error`), with no 200 and no tunnel."""
+    from gateway.server import proxy_exchange
+
+    real_open = proxy_exchange.open_tunnel
+
+    async def open_slowly(*args, **kwargs):
+        opened = await real_open(*args, **kwargs)
+        try:
+            await asyncio.sleep(2)  # the client leaves in the meantime
+        except BaseException:
+            opened.transport.close()
+            raise
+        return opened
+
+    monkeypatch.setattr(proxy_exchange, "open_tunnel", open_slowly)
+    env = await start_env(tmp_path, make_config)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", env.port)
+        authority = f"site.example.com:{env.tls_port}"
+        writer.write(f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode())
+        await writer.drain()
+        await asyncio.sleep(0.3)
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
+        [record] = await wait_for_records(env, "proxy_connect")
+        assert record["event"]["type"] == ["error"] and record["event"]["outcome"] == "failure"
+        assert record["policy"]["decision"] == "allow"
+        assert record["error"]["code"] == "client_error"
+        assert record["destination"]["domain"] == "site.example.com"
+        assert "response" not in record.get("http", {})
+        await asyncio.sleep(0.2)
+        assert len(env.records("proxy_connect")) == 1 and not env.records("tunnel_close")
+        assert not env.proxy.tunnels
+    finally:
+        await env.close()
+
+
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as handle:
         return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
