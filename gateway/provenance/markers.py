@@ -38,9 +38,12 @@ marker past the second pass:
    A `>>>` anywhere else is left alone: the unguessable nonce is what makes a forged end
    marker useless, the scrubbing only keeps a model from being confused by one.
 
-The rules are applied line by line by a careful, slow path. A whole-text filter at C speed (on
-the UTF-8 bytes: a cheap tight fold, then byte searches) picks the lines it must run on; it may
-pick a line with nothing to neutralise, never miss one (tests hold it to the careful path).
+The rules are applied line by line by a careful, slow path. A whole-text filter at C speed
+picks the lines it must run on; it may pick a line with nothing to neutralise, never miss one
+(tests hold it to the careful path). On the UTF-8 bytes, it is one of two: when the only
+special characters in the text are separators (most pages), RE2 automata search the bytes
+lower-cased, skipping separators inside the marker word; otherwise a cheap tight fold of the
+whole text (look-alikes replaced, separators dropped), then byte searches.
 """
 
 from __future__ import annotations
@@ -50,8 +53,10 @@ import secrets
 import string
 import sys
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
+import re2
 
 MARKER_WORD = "UNTRUSTEDWEBCONTENT"
 _END_WORD = "END"
@@ -365,7 +370,7 @@ def _is_emoji(char: str) -> bool:
 
 
 def _neutralise(text: str, inventory: _Inventory) -> tuple[str, int]:
-    candidates = _candidate_lines(_filter_fold(inventory.data, inventory.special))
+    candidates = _filter_candidates(inventory)
     if not candidates:
         return text, 0
     lines = text.split("\n")
@@ -558,6 +563,15 @@ _MARKER_BYTES = MARKER_WORD.lower().encode()
 # and raw HTML has thousands of them (2.4x slower on the fetch benchmark's page).
 _TOKEN_WORDS = rb"sys|tool|function|start|end|inst\]"
 _TOKEN_START = re.compile(rb"<(?:\||/(?:" + _TOKEN_WORDS + rb")|" + _TOKEN_WORDS + rb")")
+
+# The light filter's searches (RE2: one pass at C speed whatever the text; Python's re stops
+# at every `<` of an HTML page and costs several times the fold it would spare). Patterns
+# are UTF-8, so the non-ASCII separators are whole characters. Separators between the marker
+# word's letters are skipped, as the tight fold drops them; a role token's start must be
+# written in a row, as the careful path's light fold needs it.
+_SEPARATOR_CLASS = "[" + "".join(f"\\x{{{ord(char):X}}}" for char in sorted(_SEPARATORS)) + "]*"
+_LIGHT_MARKER = re2.compile(_SEPARATOR_CLASS.join(MARKER_WORD.lower()).encode())
+_LIGHT_TOKEN = re2.compile(rb"(?:<|\[|&(?:lt|#0*60|#x0*3c);?)(?:\||/?(?:" + _TOKEN_WORDS + rb"))")
 _ENTITY_OPEN = re.compile(rb"&(?:lt|#0*60|#x0*3c);?")
 _FILTER_REPLACEMENTS: dict[str, bytes] = {}
 _REPLACE_ONE_BY_ONE = 24  # distinct characters replaced with bytes.replace, one pass each
@@ -618,25 +632,60 @@ def _filter_replacement(char: str) -> bytes:
     return replacement
 
 
+def _filter_candidates(inventory: _Inventory) -> list[int]:
+    """The lines the careful path must run on: found without a fold when the only special
+    characters in the text are separators (most pages), else in the filter fold."""
+    if inventory.special <= _SEPARATORS:
+        return _light_candidate_lines(inventory.data)
+    return _candidate_lines(_filter_fold(inventory.data, inventory.special))
+
+
 def _candidate_lines(folded: bytes) -> list[int]:
     """The numbers of the lines in which the filter fold has a marker word or a token start."""
+    return _lines_with(folded, _find_marker_word, _search_start(_TOKEN_START))
+
+
+def _find_marker_word(folded: bytes, position: int) -> int:
+    return folded.find(_MARKER_BYTES, position)
+
+
+def _light_candidate_lines(data: bytes) -> list[int]:
+    """`_candidate_lines` for a text whose only special characters are separators, searched
+    without a fold: its bytes lower-cased, by automata that skip separators between the
+    marker word's letters and read `[` and references for `<` as `<` themselves."""
+    lowered = data.lower()
+    return _lines_with(lowered, _search_start(_LIGHT_MARKER), _search_start(_LIGHT_TOKEN))
+
+
+def _search_start(pattern: re.Pattern[bytes] | re2._Regexp) -> Callable[[bytes, int], int]:
+    def start(text: bytes, position: int = 0) -> int:
+        found = pattern.search(text, position)
+        return -1 if found is None else found.start()
+
+    return start
+
+
+def _lines_with(
+    text: bytes, marker_at: Callable[[bytes, int], int], token_at: Callable[[bytes, int], int]
+) -> list[int]:
+    """The numbers of the lines of `text` in which either search finds something."""
     lines: list[int] = []
-    line = 0  # the number of the line holding folded[counted]
+    line = 0  # the number of the line holding text[counted]
     counted = 0
-    marker = folded.find(_MARKER_BYTES)
-    token = _TOKEN_START.search(folded)
-    while marker >= 0 or token is not None:
-        position = marker if token is None or 0 <= marker < token.start() else token.start()
-        line += folded.count(b"\n", counted, position)
+    marker = marker_at(text, 0)
+    token = token_at(text, 0)
+    while marker >= 0 or token >= 0:
+        position = marker if token < 0 or 0 <= marker < token else token
+        line += text.count(b"\n", counted, position)
         lines.append(line)
         # One hit is enough for a line: go on from its end, each search from where it stands.
-        counted = folded.find(b"\n", position)
+        counted = text.find(b"\n", position)
         if counted < 0:
             break
         if 0 <= marker < counted:
-            marker = folded.find(_MARKER_BYTES, counted)
-        if token is not None and token.start() < counted:
-            token = _TOKEN_START.search(folded, counted)
+            marker = marker_at(text, counted)
+        if 0 <= token < counted:
+            token = token_at(text, counted)
     return lines
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+import string
 import sys
 import unicodedata
 
@@ -786,6 +787,47 @@ def test_the_line_filter_gives_the_careful_result(text: str) -> None:
     assert sanitize(text) == _careful(text)
 
 
+@st.composite
+def plainly_written_target(draw: st.DrawFn) -> str:
+    """A marker word or role token in ASCII of either case (`<` also as a reference), with
+    separators of any kind, ASCII or not, or other characters between the pieces or not:
+    text the light filter (only separators among its special characters) reads."""
+    target = draw(st.sampled_from(TARGETS))
+    spaced = draw(st.booleans())
+    between = st.sampled_from(["", *sorted(markers._SEPARATORS), "’", "é", "x", "<"])
+    out: list[str] = []
+    for char in target:
+        plain = [char, char.lower()] + (ENTITIES_FOR_LT if char == "<" else [])
+        out.append(draw(st.sampled_from(plain)))
+        if spaced:
+            out.append(draw(between))
+    return "".join(out)
+
+
+LIGHT_PIECES = [
+    piece for piece in PIECES if markers._inventory(piece).special <= markers._SEPARATORS
+]
+light_text = st.lists(
+    st.one_of(
+        plainly_written_target(),
+        st.sampled_from(LIGHT_PIECES),
+        st.text(alphabet=string.printable, max_size=6),
+        st.sampled_from(["\n", "\r\n", "—", "\u00a0", "’", "é", "日本", "[", "&lt", "|"]),
+    ),
+    max_size=12,
+).map("".join)
+
+
+@settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
+@given(light_text)
+@example("UNTRUSTED\u2003web\u2014CONTENT")
+@example("x &#X3C;|im_start| [/inst] &lt;&lt;sys>>")
+def test_the_light_filter_gives_the_careful_result(text: str) -> None:
+    # Only separators among the special characters: the filter searches without a fold.
+    assert markers._inventory(text).special <= markers._SEPARATORS
+    assert sanitize(text) == _careful(text)
+
+
 invisible_soup = st.lists(
     st.one_of(
         st.sampled_from(
@@ -855,6 +897,10 @@ def test_the_filter_table_rule() -> None:
 
 
 def _candidates(text: str) -> list[int]:
+    return markers._filter_candidates(markers._inventory(text))
+
+
+def _folded_candidates(text: str) -> list[int]:
     inventory = markers._inventory(text)
     return markers._candidate_lines(markers._filter_fold(inventory.data, inventory.special))
 
@@ -882,7 +928,7 @@ ORDINARY = [
 @pytest.mark.parametrize("text", ORDINARY)
 def test_ordinary_text_gives_the_filter_no_candidate_line(text: str) -> None:
     # Not a rule of the contract: what keeps the filter cheap, so a change that widens it shows.
-    assert _candidates(text) == []
+    assert _candidates(text) == [] and _folded_candidates(text) == []
     assert sanitize(text).text == text
 
 
@@ -895,7 +941,7 @@ def test_ordinary_text_gives_the_filter_no_candidate_line(text: str) -> None:
     ],
 )
 def test_the_filter_names_the_lines(text: str, lines: list[int]) -> None:
-    assert _candidates(text) == lines
+    assert _candidates(text) == lines and _folded_candidates(text) == lines
 
 
 @pytest.mark.parametrize(
