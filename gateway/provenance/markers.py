@@ -644,25 +644,36 @@ def _filter_candidates(inventory: _Inventory) -> list[int]:
     """The lines the careful path must run on: found without a fold when the only special
     characters in the text are separators (most pages), else in the filter fold."""
     if inventory.special <= _SEPARATORS:
-        return _light_candidate_lines(inventory.data)
+        lines = _light_candidate_lines(inventory.data)
+        if lines is not None:
+            return lines
     return _candidate_lines(_filter_fold(inventory.data, inventory.special))
 
 
 def _candidate_lines(folded: bytes) -> list[int]:
     """The numbers of the lines in which the filter fold has a marker word or a token start."""
-    return _lines_with(folded, [_find_marker_word, _search_start(_TOKEN_START)])
+    lines = _lines_with(folded, [_find_marker_word, _search_start(_TOKEN_START)])
+    assert lines is not None  # no limit given
+    return lines
 
 
 def _find_marker_word(folded: bytes, position: int) -> int:
     return folded.find(_MARKER_BYTES, position)
 
 
-def _light_candidate_lines(data: bytes) -> list[int]:
+# Each RE2 search costs microseconds through its Python binding, where bytes.find costs a
+# fraction of one: a text with more candidate lines than this (forgeries every few lines)
+# goes to the fold, whose per-line searches are cheaper.
+_LIGHT_LINES_MAX = 16
+
+
+def _light_candidate_lines(data: bytes) -> list[int] | None:
     """`_candidate_lines` for a text whose only special characters are separators, searched
     without a fold: its bytes lower-cased, by automata that skip separators between the
-    marker word's letters and read references for `<` as `<` themselves."""
+    marker word's letters and read references for `<` as `<` themselves. None past
+    `_LIGHT_LINES_MAX` lines."""
     searches = [_search_start(pattern) for pattern in (_LIGHT_MARKER, *_LIGHT_TOKENS)]
-    return _lines_with(data.lower(), searches)
+    return _lines_with(data.lower(), searches, most=_LIGHT_LINES_MAX)
 
 
 def _search_start(pattern: re.Pattern[bytes] | re2._Regexp) -> Callable[[bytes, int], int]:
@@ -673,8 +684,11 @@ def _search_start(pattern: re.Pattern[bytes] | re2._Regexp) -> Callable[[bytes, 
     return start
 
 
-def _lines_with(text: bytes, searches: Sequence[Callable[[bytes, int], int]]) -> list[int]:
-    """The numbers of the lines of `text` in which any of the searches finds something.
+def _lines_with(
+    text: bytes, searches: Sequence[Callable[[bytes, int], int]], *, most: int | None = None
+) -> list[int] | None:
+    """The numbers of the lines of `text` in which any of the searches finds something, or
+    None when there are more than `most`.
 
     Each search runs again only once its last hit is behind, so the whole is linear."""
     lines: list[int] = []
@@ -687,6 +701,8 @@ def _lines_with(text: bytes, searches: Sequence[Callable[[bytes, int], int]]) ->
             return lines
         line += text.count(b"\n", counted, position)
         lines.append(line)
+        if most is not None and len(lines) > most:
+            return None
         # One hit is enough for a line: go on from its end.
         counted = text.find(b"\n", position)
         if counted < 0:

@@ -828,6 +828,16 @@ def test_the_light_filter_gives_the_careful_result(text: str) -> None:
     assert sanitize(text) == _careful(text)
 
 
+def test_a_text_with_many_candidate_lines_goes_to_the_fold() -> None:
+    # Past the light filter's line budget the fold takes over; the result is the same.
+    few = "\n".join(["plain line"] * 5 + ["<|im_start|> x"] * markers._LIGHT_LINES_MAX)
+    many = few + "\nUNTRUSTED WEB-CONTENT\n[inst] &lt;|im_end|>\nplain"
+    assert markers._light_candidate_lines(few.encode()) == list(range(5, len(few.split("\n"))))
+    assert markers._light_candidate_lines(many.encode()) is None
+    assert sanitize(many) == _careful(many)
+    assert sanitize(many).marker_lookalikes == markers._LIGHT_LINES_MAX + 3
+
+
 invisible_soup = st.lists(
     st.one_of(
         st.sampled_from(
