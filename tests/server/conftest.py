@@ -3,8 +3,11 @@ with fake providers (tests/tools/searchgateway.py), closed after the test."""
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
+from gateway.config import ClientConfig, ClientLimits, ServerConfig
 from gateway.runtime import Services
 from gateway.server.app import make_app
 from tests.conftest import loopback_policy
@@ -23,6 +26,31 @@ async def services(upstream, write_policy, make_config):
 @pytest.fixture
 async def client(services, aiohttp_client):
     return await aiohttp_client(make_app(services))
+
+
+LIMITED_BODY_BYTES = 2048
+
+
+@pytest.fixture
+async def limited(upstream, write_policy, make_config, aiohttp_client):
+    """(client, services) of a gateway whose one client, `slow-agent` (token `tok-slow`), may
+    make one request a minute, with a body limit of LIMITED_BODY_BYTES."""
+    config = make_config(
+        write_policy(loopback_policy(upstream.port)),
+        clients=(
+            ClientConfig(
+                id="slow-agent",
+                token_sha256=hashlib.sha256(b"tok-slow").hexdigest(),
+                limits=ClientLimits(requests_per_minute=1),
+            ),
+        ),
+        server=ServerConfig(max_body_bytes=LIMITED_BODY_BYTES),
+    )
+    services = Services(config)
+    services.open()
+    client = await aiohttp_client(make_app(services))
+    yield client, services
+    await services.close()
 
 
 @pytest.fixture

@@ -5,16 +5,11 @@ written turns the answer into 503 (fail closed)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import pytest
 
-from gateway.config import ClientConfig, ClientLimits, ServerConfig
-from gateway.runtime import Services
-from gateway.server.app import make_app
-from tests.conftest import loopback_policy
-from tests.server.conftest import audit_records
+from tests.server.conftest import LIMITED_BODY_BYTES, audit_records
 
 # (id, path, body, reason in the record, url.original in the record)
 REFUSED = [
@@ -171,27 +166,6 @@ async def test_refusal_fails_closed_when_the_log_cannot_be_written(
     assert response.status == 503 and answer["error"]["code"] == "unavailable"
 
 
-@pytest.fixture
-async def limited(upstream, write_policy, make_config, aiohttp_client):
-    """A gateway whose one client may make one request a minute, and a tiny body limit."""
-    config = make_config(
-        write_policy(loopback_policy(upstream.port)),
-        clients=(
-            ClientConfig(
-                id="slow-agent",
-                token_sha256=hashlib.sha256(b"tok-slow").hexdigest(),
-                limits=ClientLimits(requests_per_minute=1),
-            ),
-        ),
-        server=ServerConfig(max_body_bytes=256),
-    )
-    services = Services(config)
-    services.open()
-    client = await aiohttp_client(make_app(services))
-    yield client, services
-    await services.close()
-
-
 SLOW = {"Authorization": "Bearer tok-slow"}
 
 
@@ -225,10 +199,12 @@ async def test_rate_limited_explain_is_not_a_tool_call(limited) -> None:
 async def test_body_over_the_limit_is_recorded(limited) -> None:
     client, services = limited
     before = len(audit_records(services))
-    response = await client.post("/v1/search", json={"query": "q" * 1000}, headers=SLOW)
+    response = await client.post(
+        "/v1/search", json={"query": "q" * LIMITED_BODY_BYTES}, headers=SLOW
+    )
     answer = await response.json()
     assert response.status == 413 and answer["error"]["code"] == "request_too_large"
-    assert "server.max_body_bytes (256)" in answer["error"]["message"]
+    assert f"server.max_body_bytes ({LIMITED_BODY_BYTES})" in answer["error"]["message"]
     (record,) = audit_records(services)[before:]
     assert record["event"]["action"] == "WebSearch"
     assert record["error"]["code"] == "request_too_large"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -16,38 +15,14 @@ import orjson
 import pytest
 from aiohttp import web
 
-from gateway.config import ClientConfig, ClientLimits, ServerConfig
-from gateway.runtime import Services
 from gateway.server.app import make_app
 from gateway.server.drain import CUT_OFF
 from gateway.tools.context import CallContext
 from gateway.tools.registry import ToolSpec
-from tests.conftest import loopback_policy
 from tests.server.conftest import audit_records
 from tests.tools.searchgateway import client_policy, start_search_gateway, token
 
 # --- 1. MCP tools/call refused by the client's limits -------------------------------------
-
-
-@pytest.fixture
-async def limited(upstream, write_policy, make_config, aiohttp_client):
-    """A gateway whose one client may make one request a minute, and a small body limit."""
-    config = make_config(
-        write_policy(loopback_policy(upstream.port)),
-        clients=(
-            ClientConfig(
-                id="slow-agent",
-                token_sha256=hashlib.sha256(b"tok-slow").hexdigest(),
-                limits=ClientLimits(requests_per_minute=1),
-            ),
-        ),
-        server=ServerConfig(max_body_bytes=2048),
-    )
-    services = Services(config)
-    services.open()
-    client = await aiohttp_client(make_app(services))
-    yield client, services
-    await services.close()
 
 
 SLOW = {"Authorization": "Bearer tok-slow", "Accept": "application/json"}
