@@ -21,7 +21,7 @@ import os
 import signal
 import stat
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -225,6 +225,21 @@ class ReloadController:
 def fingerprint_files(paths: Iterable[str]) -> dict[str, Fingerprint]:
     """Fingerprints to compare later polls with; take them before reading the files."""
     return {path: _fingerprint(path, None) for path in paths}
+
+
+def startup_fingerprints(
+    config: GatewayConfig, config_seen: Mapping[str, Fingerprint] | None = None
+) -> dict[str, Fingerprint]:
+    """What a starting server compares later polls with: every watched file as it is now,
+    before the services read the policies, and the configuration file as it was before it
+    was read, when known (`config_seen`): an edit made while either was read is a change."""
+    return {**fingerprint_files(watched_files(config)), **(config_seen or {})}
+
+
+def fingerprint_config_source(path: str | None) -> dict[str, Fingerprint]:
+    """The configuration file's fingerprint, taken before `load_config_file` reads it and
+    keyed as the loaded configuration's `source` (its absolute path); {} without a file."""
+    return fingerprint_files([os.path.abspath(path)]) if path else {}
 
 
 def _signature(path: str) -> Signature:

@@ -15,7 +15,12 @@ import pytest
 
 from gateway.config import ClientConfig, ListenConfig
 from gateway.configload import load_config_file, watched_files
-from gateway.reload import ReloadController, fingerprint_files
+from gateway.reload import (
+    ReloadController,
+    fingerprint_config_source,
+    fingerprint_files,
+    startup_fingerprints,
+)
 from gateway.runtime import Services, load_policy_state
 
 
@@ -251,6 +256,30 @@ async def test_the_startup_fingerprint_sees_an_edit_made_while_services_were_bui
         edit(tmp_path / "p.yaml", "name: edited-at-startup\n")
         controller = ReloadController(services, None, seen=loaded)
         assert controller.changed() == [str(tmp_path / "p.yaml")]
+    finally:
+        services.audit.close()
+
+
+@pytest.mark.parametrize("edited", ["gateway.yaml", "p.yaml"])
+async def test_the_startup_fingerprints_see_an_edit_made_while_the_config_was_read(
+    tmp_path: Path, edited: str
+) -> None:
+    # serve's order: the config file fingerprinted, read; the policies fingerprinted, read.
+    (tmp_path / "p.yaml").write_text("name: first\n")
+    write_config(tmp_path / "gateway.yaml", "p.yaml")
+    config_seen = fingerprint_config_source(str(tmp_path / "gateway.yaml"))
+    config = load_config_file(tmp_path / "gateway.yaml")
+    edit(tmp_path / edited, (tmp_path / edited).read_text() + "# edited while read\n")
+    loaded = startup_fingerprints(config, config_seen)
+    services = Services(config)
+    services.open()
+    try:
+        controller = ReloadController(services, None, seen=loaded)
+        # The config edit is seen by its earlier fingerprint; a policy edit made before
+        # serve fingerprinted the policies is already in what the services read.
+        assert controller.changed() == (
+            [str(tmp_path / edited)] if edited == "gateway.yaml" else []
+        )
     finally:
         services.audit.close()
 

@@ -41,16 +41,20 @@ def _run(args: argparse.Namespace) -> int:
     from gateway.configload import ConfigError
     from gateway.oplog import configure_logging
     from gateway.policy.load import PolicyValidationError
+    from gateway.reload import fingerprint_config_source
     from gateway.server.serve import serve
 
     configure_logging()
     try:
+        config_seen = fingerprint_config_source(args.config)  # before reading it
         config = build_config(args)
         if config.listen.workers > 1:
             from gateway.server.workers import run_workers
 
             return run_workers(config, functools.partial(build_config, _flags(args)))
-        return asyncio.run(serve(config, reload_config=lambda: build_config(args)))
+        return asyncio.run(
+            serve(config, reload_config=lambda: build_config(args), config_seen=config_seen)
+        )
     except (ConfigError, PolicyValidationError) as exc:
         print(f"gateway serve: {exc}", file=sys.stderr)
         return 2

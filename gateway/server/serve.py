@@ -14,15 +14,14 @@ import logging
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
 
 from gateway.config import GatewayConfig
-from gateway.configload import watched_files
 from gateway.fetch.resolver import own_listening_addresses
-from gateway.reload import ReloadController, fingerprint_files
+from gateway.reload import Fingerprint, ReloadController, startup_fingerprints
 from gateway.runtime import Services
 from gateway.server.app import make_app
 from gateway.server.drain import CUT_OFF
@@ -47,9 +46,11 @@ async def serve(
     on_ready: Callable[[Services, list[tuple[str, int]]], Awaitable[None] | None] | None = None,
     reload_config: Callable[[], GatewayConfig] | None = None,
     worker_metrics: WorkerMetrics | None = None,
+    config_seen: Mapping[str, Fingerprint] | None = None,
 ) -> int:
-    # Before the services read the policies: an edit from now on is seen as a change.
-    loaded = fingerprint_files(watched_files(config))
+    """`config_seen`: the configuration file's fingerprint from before it was read
+    (`fingerprint_config_source`), so that an edit made while it was read is a change."""
+    loaded = startup_fingerprints(config, config_seen)
     services = Services(config)
     services.open()
     try:
