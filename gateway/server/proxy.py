@@ -449,18 +449,7 @@ class ForwardProxy:
         one record each and reads nothing."""
         assert conn.transport is not None
         event_id = new_event_id()
-        record = proxy_record(
-            "proxy_http",
-            event_id=event_id,
-            duration_ms=0,
-            client_id=None,
-            policy=None,
-            decision=None,
-            error=refusal,
-            source=conn.peer,
-            status=503,
-            request_id=event_id,
-        )
+        record = _record_before_identity(conn, event_id, refusal, 503)
         try:
             self.audit(record)
         except AuditWriteError as exc:
@@ -505,19 +494,8 @@ class ForwardProxy:
         event_id = new_event_id()
         line = start.split(b"\r\n", 1)[0].decode("latin-1")
         method = line.split(" ", 1)[0][:32] if line else None
-        record = proxy_record(
-            "proxy_http",
-            event_id=event_id,
-            duration_ms=0,
-            client_id=None,
-            policy=None,
-            decision=None,
-            error=GatewayError(message, reason="bad_request"),
-            source=conn.peer,
-            method=method,
-            status=400,
-            request_id=event_id,
-        )
+        error = GatewayError(message, reason="bad_request")
+        record = _record_before_identity(conn, event_id, error, 400, method=method)
         record["error"]["code"] = "bad_request"
         status, reason = 400, "bad_request"
         try:
@@ -708,3 +686,23 @@ def _append(services: Services, hook: str, callback: Callable[..., Any]) -> None
     hooks = getattr(services, hook, None)
     if hooks is not None:
         hooks.append(callback)
+
+
+def _record_before_identity(
+    conn: ProxyConnection, event_id: str, error: GatewayError, status: int, **fields: Any
+) -> dict[str, Any]:
+    """A `proxy_http` refusal made before any client or policy is known: the source address,
+    the error and the status the answer carries."""
+    return proxy_record(
+        "proxy_http",
+        event_id=event_id,
+        duration_ms=0,
+        client_id=None,
+        policy=None,
+        decision=None,
+        error=error,
+        source=conn.peer,
+        status=status,
+        request_id=event_id,
+        **fields,
+    )
