@@ -58,6 +58,8 @@ class WorkerPlan:
     build: ConfigBuilder
     # Where the workers share their metrics (server/worker_metrics.py); made by the supervisor.
     metrics_dir: str | None = None
+    # The configuration file `build` reads, fingerprinted by the worker before each start.
+    config_source: str | None = None
 
     def config(self) -> GatewayConfig:
         fresh = self.build()
@@ -93,6 +95,7 @@ def _worker_main(plan: WorkerPlan, ready: Connection) -> None:
 
 
 async def _serve_worker(plan: WorkerPlan, ready: Connection) -> int:
+    from gateway.reload import fingerprint_config_source
     from gateway.runtime import Services
     from gateway.server.serve import serve
     from gateway.server.worker_metrics import WorkerMetrics
@@ -119,12 +122,14 @@ async def _serve_worker(plan: WorkerPlan, ready: Connection) -> int:
     shared_metrics = (
         WorkerMetrics(plan.metrics_dir, str(plan.index)) if plan.metrics_dir is not None else None
     )
+    config_seen = fingerprint_config_source(plan.config_source)  # before `build` reads it
     return await serve(
         plan.config(),
         stop=stop,
         on_ready=on_ready,
         reload_config=plan.config,
         worker_metrics=shared_metrics,
+        config_seen=config_seen,
     )
 
 
@@ -153,7 +158,8 @@ class Supervisor:
         self.context = multiprocessing.get_context("spawn")
         base = config.instance_id or default_instance_id()
         self.slots = [
-            _Slot(WorkerPlan(index, base, build)) for index in range(config.listen.workers)
+            _Slot(WorkerPlan(index, base, build, config_source=config.source))
+            for index in range(config.listen.workers)
         ]
         self.stopping = False
         self.stop_deadline: float | None = None
