@@ -73,7 +73,7 @@ MAX_CHARS = 200_000  # the contract's default limits.max_chars: the whole page c
 DIRECT, BARE, TRAFILATURA = "direct (nginx GET)", "bare relay", "trafilatura relay"
 TEXT = "text relay"
 RAW, MARKDOWN = "gateway raw", "gateway auto (markdown)"
-RAW_TARGET = 0.60  # gateway raw req/s over the bare relay's
+RAW_TARGET = 0.60  # gateway raw req/s over the text relay's (the research note's relay)
 MARKDOWN_TARGET = 2.0  # gateway auto req/s over the trafilatura relay's
 NGINX_TUNING = ("sendfile on;", "tcp_nopush off;", "tcp_nodelay on;")  # as in the research anchor
 
