@@ -58,17 +58,18 @@ async def search_gateways(
     aiohttp_server, aiohttp_client, make_config, write_policy, monkeypatch, upstream
 ):
     """`await search_gateways(policies={client id: policy text}, **options)` starts a gateway
-    (start_search_gateway's options); every one started is closed after the test."""
+    (start_search_gateway's options; `site_port` defaults to the `upstream` fixture's); every
+    one started is closed after the test."""
     started = []
 
-    async def run(*, policies, **options):
+    async def run(*, policies, site_port=None, **options):
         gateway = await start_search_gateway(
             aiohttp_server=aiohttp_server,
             aiohttp_client=aiohttp_client,
             make_config=make_config,
             write_policy=write_policy,
             monkeypatch=monkeypatch,
-            site_port=upstream.port,
+            site_port=site_port if site_port is not None else upstream.port,
             policies=policies,
             **options,
         )

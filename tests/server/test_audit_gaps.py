@@ -20,7 +20,7 @@ from gateway.server.drain import CUT_OFF
 from gateway.tools.context import CallContext
 from gateway.tools.registry import ToolSpec
 from tests.server.conftest import audit_records
-from tests.tools.searchgateway import client_policy, start_search_gateway, token
+from tests.tools.searchgateway import client_policy, token
 
 # --- 1. MCP tools/call refused by the client's limits -------------------------------------
 
@@ -243,41 +243,33 @@ def research_message(body: Mapping[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("transport", ["api", "mcp"])
 async def test_research_pages_cut_off_by_the_grace_are_recorded(
-    stalling, aiohttp_server, aiohttp_client, make_config, write_policy, monkeypatch, transport
+    stalling, search_gateways, transport
 ) -> None:
     port = stalling.port
     fast = f"http://site.example.com:{port}/page"
     slow = [f"http://other.example.com:{port}/stall", f"http://site.example.com:{port}/stall"]
-    gateway = await start_search_gateway(
-        aiohttp_server=aiohttp_server,
-        aiohttp_client=aiohttp_client,
-        make_config=make_config,
-        write_policy=write_policy,
-        monkeypatch=monkeypatch,
+    gateway = await search_gateways(
         site_port=port,
         policies={"agent": client_policy(port, "agent-policy")},
         hits=[("Fast", fast, "s"), ("Slow", slow[0], "s"), ("Slow too", slow[1], "s")],
     )
-    try:
-        services = gateway.services
-        headers = {"Authorization": f"Bearer {token('agent')}", "Accept": "application/json"}
-        body = {"query": "research", "fetch_top_n": 3}
-        if transport == "api":
-            sent = gateway.client.post("/v1/research", json=body, headers=headers)
-        else:
-            sent = gateway.client.post("/mcp", json=research_message(body), headers=headers)
-        request = asyncio.ensure_future(sent)
+    services = gateway.services
+    headers = {"Authorization": f"Bearer {token('agent')}", "Accept": "application/json"}
+    body = {"query": "research", "fetch_top_n": 3}
+    if transport == "api":
+        sent = gateway.client.post("/v1/research", json=body, headers=headers)
+    else:
+        sent = gateway.client.post("/mcp", json=research_message(body), headers=headers)
+    request = asyncio.ensure_future(sent)
 
-        def fetches() -> list[dict]:
-            return [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
+    def fetches() -> list[dict]:
+        return [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
 
-        await asyncio.wait_for(stalling.state["stalled"].wait(), 10)
-        await until(lambda: len(fetches()) == 1)  # the fast page is on record
-        assert gateway.client.server.app[CUT_OFF].cut() == 1
-        response = await asyncio.wait_for(request, 10)
-        answer = await response.json()
-    finally:
-        await services.close()
+    await asyncio.wait_for(stalling.state["stalled"].wait(), 10)
+    await until(lambda: len(fetches()) == 1)  # the fast page is on record
+    assert gateway.client.server.app[CUT_OFF].cut() == 1
+    response = await asyncio.wait_for(request, 10)
+    answer = await response.json()
     if transport == "api":
         assert response.status == 503 and answer["error"]["code"] == "unavailable", answer
         error = answer["error"]

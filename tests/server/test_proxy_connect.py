@@ -17,6 +17,7 @@ from gateway.server import proxy_tunnel
 from gateway.server.proxy_splice import SPLICE_AVAILABLE
 from tests.server.proxy_env import (
     BIG,
+    ProxyEnv,
     curl,
     parse_head,
     raw_exchange,
@@ -397,12 +398,18 @@ async def _start_half_close_server() -> tuple[asyncio.Server, int]:
     return server, server.sockets[0].getsockname()[1]
 
 
+async def plain_tunnel_env(tmp_path, make_config, port: int) -> ProxyEnv:
+    """A proxy whose tunnels may go to `port` on loopback, without the TLS check."""
+    env = await start_env(tmp_path, make_config, extra_ports=(port,))
+    env.proxy.proxy_config = ProxyConfig(connect_ports=(port,), require_tls=False)
+    return env
+
+
 async def test_half_close_reaches_the_upstream_and_the_answer_comes_back(
     tmp_path, make_config
 ) -> None:
     server, port = await _start_half_close_server()
-    env = await start_env(tmp_path, make_config, extra_ports=(port,))
-    env.proxy.proxy_config = ProxyConfig(connect_ports=(port,), require_tls=False)
+    env = await plain_tunnel_env(tmp_path, make_config, port)
     try:
         reader, writer, head = await open_tunnel(env, f"site.example.com:{port}")
         assert head.startswith(b"HTTP/1.1 200")
@@ -501,8 +508,7 @@ async def test_a_large_download_streams_through_in_bounded_memory(tmp_path, make
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    env = await start_env(tmp_path, make_config, extra_ports=(port,))
-    env.proxy.proxy_config = ProxyConfig(connect_ports=(port,), require_tls=False)
+    env = await plain_tunnel_env(tmp_path, make_config, port)
     try:
         reader, writer, head = await open_tunnel(env, f"site.example.com:{port}")
         assert head.startswith(b"HTTP/1.1 200")
@@ -566,8 +572,7 @@ async def test_every_ending_is_attributed_and_leaves_no_descriptor_behind(
     """How a tunnel ended names the side that ended it, and the relay (its pipes and socket
     duplicates with splice) gives back every descriptor, whichever way it ended."""
     server, port = await _start_upstream(upstream_end)
-    env = await start_env(tmp_path, make_config, extra_ports=(port,))
-    env.proxy.proxy_config = ProxyConfig(connect_ports=(port,), require_tls=False)
+    env = await plain_tunnel_env(tmp_path, make_config, port)
     try:
         before = _open_fds()
         for _ in range(3):
@@ -611,8 +616,7 @@ async def test_bytes_sent_before_the_200_reach_the_upstream_once_and_in_order(
 
     server = await asyncio.start_server(echo, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    env = await start_env(tmp_path, make_config, extra_ports=(port,))
-    env.proxy.proxy_config = ProxyConfig(connect_ports=(port,), require_tls=False)
+    env = await plain_tunnel_env(tmp_path, make_config, port)
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", env.port)
         sent = os.urandom(512 * 1024)
@@ -660,8 +664,7 @@ async def test_an_upstream_that_speaks_first_is_heard(
 
     server = await asyncio.start_server(greet, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    env = await start_env(tmp_path, make_config, extra_ports=(port,))
-    env.proxy.proxy_config = ProxyConfig(connect_ports=(port,), require_tls=False)
+    env = await plain_tunnel_env(tmp_path, make_config, port)
     try:
         for _ in range(5):
             reader, writer, head = await open_tunnel(env, f"site.example.com:{port}")
