@@ -135,36 +135,15 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
 
 
 async def _mcp_tool_calls(request: web.Request) -> list[tuple[str, dict[str, Any]]]:
-    """The `tools/call` messages of a refused /mcp POST that would have called a registered
-    tool (a request, not a notification; the checks of mcp.py's `_one` and `_batch`), each
-    with its arguments. None for a body over server.max_body_bytes or not JSON-RPC. The
-    protocol-version header is not checked: a call it would have stopped is still recorded
-    (one record too many is safe; one too few is a call off the record)."""
-    from gateway.server.mcp import MAX_BATCH  # mcp.py imports this module
+    """The tool calls a refused /mcp POST held (mcp.tool_calls); none for a body over
+    server.max_body_bytes."""
+    from gateway.server.mcp import tool_calls  # mcp.py imports this module
 
     try:
-        body = orjson.loads(await request.read())
-    except (web.HTTPRequestEntityTooLarge, orjson.JSONDecodeError):
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
         return []
-    messages = body if isinstance(body, list) else [body]
-    if len(messages) > MAX_BATCH:  # mcp.py refuses such a batch whole, calling no tool
-        return []
-    tools = request.app[SERVICES].tools
-    calls: list[tuple[str, dict[str, Any]]] = []
-    for message in messages:
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            continue
-        message_id = message.get("id")
-        if message.get("method") != "tools/call" or isinstance(message_id, bool):
-            continue
-        params = message.get("params")
-        if not isinstance(message_id, str | int) or not isinstance(params, dict):
-            continue
-        name, arguments = params.get("name"), params.get("arguments")
-        arguments = {} if arguments is None else arguments
-        if isinstance(name, str) and isinstance(arguments, dict) and tools.get(name) is not None:
-            calls.append((name, arguments))
-    return calls
+    return tool_calls(raw, request.app[SERVICES].tools)
 
 
 def _peer(request: web.Request) -> tuple[str, int] | None:

@@ -29,7 +29,7 @@ from gateway.server.api import context
 from gateway.server.app import REQUEST_ID, SERVICES, Handler, caller
 from gateway.server.drain import call_until_cut_off
 from gateway.tools import jsonwire
-from gateway.tools.registry import ToolSpec
+from gateway.tools.registry import ToolRegistry, ToolSpec
 
 # Newest first: an unknown version offered by a client gets the newest one.
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
@@ -205,6 +205,35 @@ async def _batch(request: web.Request, messages: list[Any], version: str | None)
 
 def _valid_id(value: Any) -> bool:
     return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def tool_calls(raw: bytes, tools: ToolRegistry) -> list[tuple[str, dict[str, Any]]]:
+    """The `tools/call` requests in a JSON-RPC body that `_batch`, `_one` and `_call` would
+    run, each as (tool name, arguments): for a body refused before dispatch (over the
+    client's limits), whose calls are still recorded. Nothing for a body that is not
+    JSON-RPC. The protocol-version header is not checked: a call it would have stopped is
+    still recorded (one record too many is safe; one too few is a call off the record)."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return []
+    messages = body if isinstance(body, list) else [body]
+    if len(messages) > MAX_BATCH:  # refused whole, calling no tool
+        return []
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            continue
+        params = message.get("params")
+        if message.get("method") != "tools/call" or not _valid_id(message.get("id")):
+            continue
+        if not isinstance(params, dict):
+            continue
+        name, arguments = params.get("name"), params.get("arguments")
+        arguments = {} if arguments is None else arguments
+        if isinstance(name, str) and isinstance(arguments, dict) and tools.get(name) is not None:
+            calls.append((name, arguments))
+    return calls
 
 
 async def _one(request: web.Request, message: dict[str, Any]) -> dict[str, Any] | None:
