@@ -2,10 +2,12 @@
 
 Every request goes through a connector owned by one policy (so DNS answers and pooled
 connections never cross policies), whose resolver checks every address before aiohttp may
-connect to it. Redirects are followed here, by hand: each hop is planned by the policy's
-redirect rules and decided from step 1. Bodies are streamed through a decoder that stops at
-`max_response_bytes` after decompression. Timeouts: connect and read per socket operation,
-and one total deadline over every hop and the body.
+connect to it, and whose sockets all come from the policy's `SocketGuard` (`fetch.dial`),
+which classifies the exact address dialled, names and IP literals alike. Redirects are
+followed here, by hand: each hop is planned by the policy's redirect rules and decided from
+step 1. Bodies are streamed through a decoder that stops at `max_response_bytes` after
+decompression. Timeouts: connect and read per socket operation, and one total deadline over
+every hop and the body.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from gateway.errors import (
     UpstreamUnreachableError,
 )
 from gateway.fetch.decode import ACCEPT_ENCODING, BoundedDecoder, parse_content_encoding
+from gateway.fetch.dial import SocketGuard, SocketRefusedError
+from gateway.fetch.dial import connector as dial_connector
 from gateway.fetch.resolver import AddressDeniedError, PolicyResolver, StaticHosts
 from gateway.policy.engine import Decision, decide_answer, decide_content_type
 from gateway.policy.model import IPNetwork, Policy
@@ -162,9 +166,10 @@ class Fetcher:
                 own_addresses=self._own,
                 lookup_timeout=policy.timeouts.connect,
             )
-            connector = aiohttp.TCPConnector(
+            connector = dial_connector(
+                SocketGuard(policy, self._own),
                 resolver=resolver,
-                ssl=self._ssl,
+                ssl_context=self._ssl,
                 limit=self._pool_limit,
                 ttl_dns_cache=10,
             )
@@ -333,7 +338,7 @@ class Fetcher:
                 ),
                 max_redirects=0,
             )
-        except AddressDeniedError as exc:
+        except (AddressDeniedError, SocketRefusedError) as exc:
             trace.decision = exc.decision
             raise PolicyDeniedError(exc.decision) from None
         except Exception as exc:

@@ -3,8 +3,9 @@ connection to a checked address and nowhere else.
 
 The name is resolved by `PolicyResolver.lookup` (static table, then the system resolver, as
 an absolute name), every address in the answer is decided by `decide_answer` with the
-gateway's own addresses, and only addresses from that checked answer are dialled, so there is
-no second lookup a rebinding DNS server could answer differently. Bytes are never read here:
+gateway's own addresses, and only addresses from that checked answer are dialled (through
+`fetch.dial`, which classifies each one again at the socket), so there is no second lookup a
+rebinding DNS server could answer differently. Bytes are never read here:
 the relay belongs to the proxy.
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from gateway.errors import PolicyDeniedError, UpstreamTimeoutError, UpstreamUnreachableError
+from gateway.fetch.dial import SocketGuard, SocketRefusedError, dial
 from gateway.fetch.resolver import LookupFailedError, PolicyResolver, StaticHosts
 from gateway.policy.addresses import IPAddress
 from gateway.policy.engine import Decision, decide_answer
@@ -79,18 +81,18 @@ async def open_tunnel(
     `timeouts.connect` budget. Raises PolicyDeniedError, UpstreamUnreachableError or
     UpstreamTimeoutError."""
     timeout = connect_timeout or policy.timeouts.connect
-    loop = asyncio.get_running_loop()
     try:
         async with asyncio.timeout(timeout):
             addresses, decision = await resolve_checked(
                 policy, target, static_hosts=static_hosts, own_addresses=own_addresses
             )
+            guard = SocketGuard(policy, own_addresses)
             failure: OSError | None = None
             for ip in addresses:
                 try:
-                    transport, protocol = await loop.create_connection(
-                        protocol_factory, host=str(ip), port=target.port
-                    )
+                    transport, protocol = await dial(guard, ip, target.port, protocol_factory)
+                except SocketRefusedError as exc:
+                    raise AddressCheckFailed(exc.decision, addresses) from None
                 except OSError as exc:
                     failure = exc
                     continue

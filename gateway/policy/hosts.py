@@ -45,12 +45,43 @@ class PatternError(ValueError):
 
 def _is_invisible(ch: str) -> bool:
     # Format (Cf) code points include soft hyphen, ZWSP, ZWJ, bidi controls and the tag
-    # block; the rest of Default_Ignorable_Code_Point is listed explicitly.
+    # block; the rest of Default_Ignorable_Code_Point is listed explicitly (with the
+    # variation selectors, every code point UTS 46 would silently delete).
     return (
         unicodedata.category(ch) == "Cf"
         or ch in "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180e\u180f\u3164\uffa0"
         or "\ufe00" <= ch <= "\ufe0f"
+        or "\U000e0100" <= ch <= "\U000e01ef"
     )
+
+
+def map_host_text(raw: str) -> str:
+    """UTS 46 mapping (non-transitional, no STD3 rules yet) of a host or authority as written.
+
+    The first step of reading any host that is not ASCII, before anything else looks at it:
+    `１２７.０.０.１` and `127。0。0。1` become `127.0.0.1`, which the caller then reads as
+    the IPv4 literal it is, so the host decided is the host dialled. Code points that the
+    mapping would silently delete (soft hyphen, zero-width space, variation selectors),
+    controls and spaces make the host invalid instead; HostError says which.
+    """
+    if raw.isascii():
+        return raw
+    if len(raw) > 4 * MAX_NAME_LENGTH:
+        raise HostError("host name too long")
+    for ch in raw:
+        if ch.isascii():
+            continue
+        if _is_invisible(ch):
+            raise HostError(f"host contains the invisible code point U+{ord(ch):04X}")
+        category = unicodedata.category(ch)
+        # Unassigned (Cn) in this Python's Unicode may be assigned in the idna package's
+        # newer tables: its UTS 46 status, not Python's age, decides (disallowed raises).
+        if category != "Cn" and category.startswith(("C", "Z")):
+            raise HostError(f"host contains the control or space code point U+{ord(ch):04X}")
+    try:
+        return idna.uts46_remap(raw, std3_rules=False)
+    except (idna.IDNAError, UnicodeError) as exc:
+        raise HostError(f"host is not a valid internationalised name: {exc}") from None
 
 
 @functools.lru_cache(maxsize=65536)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import yarl
 
 from gateway.policy.addresses import IPAddress, looks_numeric_host, parse_ipv4_literal
-from gateway.policy.hosts import HostError, normalize_name
+from gateway.policy.hosts import HostError, map_host_text, normalize_name
 
 try:
     # The very functions `yarl.URL(text)` and `URL.with_port` run; calling them directly skips
@@ -104,6 +104,8 @@ class Target:
 def parse_url(raw: object) -> Target:
     """Parse an absolute http(s) URL; InvalidURLError (or UnsupportedSchemeError) otherwise."""
     text, scheme = _checked_text(raw)
+    if not text.isascii():
+        text = _map_authority(text)
     if FAST_ROUTE:
         return _parse_common(text, scheme)
     return _parse_general(text, scheme)  # pragma: no cover - depends on the installed yarl
@@ -194,6 +196,37 @@ def _checked_text(raw: object) -> tuple[str, str]:
     return text, scheme
 
 
+# Where an authority ends, as yarl's (and the URL standard's) splitter sees it; a backslash
+# before the query was refused already.
+_AUTHORITY_END_RE = re.compile(r"[/?#]")
+
+
+def _map_authority(text: str) -> str:
+    """The URL with its authority mapped by UTS 46, once, before anything reads the host.
+
+    The authority is delimited first, on ASCII delimiters only (as yarl and the URL standard
+    split it); its mapped form is then what every later step parses, so a host spelled in
+    fullwidth digits or ideographic full stops is decided, and dialled, as the literal it maps
+    to, and the port delimiter may be spelled the same way. A mapping that yields a delimiter
+    the split did not see (`/`, `?`, `#`, `\\`) is refused rather than re-split.
+    """
+    start = text.index("//") + 2  # _checked_text made sure the scheme is followed by '//'
+    found = _AUTHORITY_END_RE.search(text, start)
+    end = found.start() if found else len(text)
+    authority = text[start:end]
+    if authority.isascii():
+        return text
+    try:
+        mapped = map_host_text(authority)
+    except HostError as exc:
+        raise InvalidURLError(f"invalid host {authority[:100]!r}: {exc}") from None
+    if any(ch in mapped for ch in "/?#\\"):
+        raise InvalidURLError(
+            f"the host {authority[:100]!r} maps (UTS 46) to a URL delimiter: {mapped[:100]!r}"
+        )
+    return text[:start] + mapped + text[end:]
+
+
 def _parse_general(text: str, scheme: str) -> Target:
     """Every URL shape: yarl parses the whole URL, then the host is swapped for ours."""
     try:
@@ -233,7 +266,16 @@ def _parse_general(text: str, scheme: str) -> Target:
 
 
 def parse_host(text: str, *, bracketed: bool = False) -> tuple[str, IPAddress | None]:
-    """A host as written -> (normalised host, IP address when it is a literal)."""
+    """A host as written -> (normalised host, IP address when it is a literal).
+
+    A host that is not ASCII is mapped by UTS 46 first, and the literal rules below read the
+    mapped form: what decides whether a host is an address is the host as it will be dialled.
+    """
+    if not text.isascii():
+        try:
+            text = map_host_text(text)
+        except HostError as exc:
+            raise InvalidURLError(f"invalid host {text[:100]!r}: {exc}") from None
     if bracketed or ":" in text:
         if "%" in text:
             raise InvalidURLError("IPv6 zone identifiers are not allowed in URLs")

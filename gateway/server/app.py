@@ -12,7 +12,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from gateway.errors import (
@@ -164,11 +163,16 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     except web.HTTPRequestEntityTooLarge:
         raise _body_too_large(request) from None
     try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequestError(f"malformed JSON: {exc}") from None
+        value = jsonwire.loads_request(raw)
+    except jsonwire.RequestJSONError as exc:
+        raise InvalidRequestError(str(exc)) from None
     if not isinstance(value, dict):
         raise InvalidRequestError("the request body must be a JSON object")
+    repeated = jsonwire.repeated_key(value)
+    if repeated is not None:
+        raise InvalidRequestError(
+            f"the request body names {repeated!r} more than once; send each field once"
+        )
     return value
 
 

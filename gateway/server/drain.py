@@ -15,12 +15,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from gateway.audit.log import AuditLog
 from gateway.errors import AuditWriteError, UnavailableError
 from gateway.server.app import REQUEST_ID, SERVICES, Handler, caller, error_response
+from gateway.tools import jsonwire
 from gateway.tools.context import CallContext
 from gateway.tools.records import tool_record
 from gateway.tools.registry import ToolSpec
@@ -124,7 +124,7 @@ def _body(request: web.Request) -> Mapping[str, Any]:
     """What the call asked for, from the body aiohttp already read (never re-read here)."""
     raw = getattr(request, "_read_bytes", None)
     try:
-        body = orjson.loads(raw) if raw else None
-    except orjson.JSONDecodeError:
+        body = jsonwire.loads_request(raw) if raw else None
+    except jsonwire.RequestJSONError:
         body = None
     return body if isinstance(body, dict) else {}

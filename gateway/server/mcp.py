@@ -22,6 +22,7 @@ from aiohttp import web
 from gateway import __version__
 from gateway.errors import (
     GatewayError,
+    InvalidRequestError,
     UnauthorizedError,
     UnavailableError,
 )
@@ -133,8 +134,8 @@ async def handle_post(request: web.Request) -> web.Response:
         raise UnavailableError("the gateway is shutting down", retry_after=5)
     raw = await request.read()
     try:
-        message = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
+        message = jsonwire.loads_request(raw)
+    except jsonwire.RequestJSONError as exc:
         return _respond(request, rpc_error(PARSE_ERROR, f"parse error: {exc}"), status=400)
     version = request.headers.get("MCP-Protocol-Version")
     if isinstance(message, list):
@@ -214,8 +215,8 @@ def tool_calls(raw: bytes, tools: ToolRegistry) -> list[tuple[str, dict[str, Any
     JSON-RPC. The protocol-version header is not checked: a call it would have stopped is
     still recorded (one record too many is safe; one too few is a call off the record)."""
     try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        body = jsonwire.loads_request(raw)
+    except jsonwire.RequestJSONError:
         return []
     messages = body if isinstance(body, list) else [body]
     if len(messages) > MAX_BATCH:  # refused whole, calling no tool
@@ -255,6 +256,13 @@ async def _one(request: web.Request, message: dict[str, Any]) -> dict[str, Any] 
         )
     if has_id and not _valid_id(request_id):
         return rpc_error(INVALID_REQUEST, "id must be a string or an integer")
+    repeated = _repeated_in_message(message)
+    if repeated is not None:
+        return rpc_error(
+            INVALID_REQUEST,
+            f"the message names {repeated!r} more than once",
+            request_id if has_id else None,
+        )
     params = message.get("params", {})
     if params is None:
         params = {}
@@ -272,6 +280,28 @@ async def _one(request: web.Request, message: dict[str, Any]) -> dict[str, Any] 
         log.exception("MCP %s failed", method[:64])
         return rpc_error(INTERNAL_ERROR, "internal error; see the gateway's log", request_id)
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _repeated_in_message(message: dict[str, Any]) -> str | None:
+    """A key the JSON-RPC message repeats, outside a tools/call's arguments (those belong to
+    the tool, whose answer to them is a tool error like any bad argument)."""
+    if isinstance(message, jsonwire.RepeatedKeys):
+        return message.key
+    for key, value in message.items():
+        if key == "params" and isinstance(value, dict) and message.get("method") == "tools/call":
+            if isinstance(value, jsonwire.RepeatedKeys):
+                return f"params.{value.key}"
+            for name, item in value.items():
+                if name == "arguments":
+                    continue
+                found = jsonwire.repeated_key(item, f"params.{name}.")
+                if found is not None:
+                    return found
+            continue
+        found = jsonwire.repeated_key(value, f"{key}.")
+        if found is not None:
+            return found
+    return None
 
 
 async def _dispatch(request: web.Request, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -337,6 +367,14 @@ async def _call(request: web.Request, params: dict[str, Any]) -> dict[str, Any]:
             INVALID_PARAMS, f"Unknown tool: {name[:64]} (tools for this caller: {offered})"
         )
     ctx = context(request)
+    repeated = jsonwire.repeated_key(arguments)
+    if repeated is not None:
+        # As the HTTP API answers the same body: invalid_request, on the record.
+        error = InvalidRequestError(
+            f"the arguments name {repeated!r} more than once; send each field once"
+        )
+        request.app[SERVICES].tools.record_refusal(spec.name, ctx, error)
+        return error_result(error, ctx.request_id)
     try:
         body = await call_until_cut_off(request, spec, ctx, arguments)
     except GatewayError as error:

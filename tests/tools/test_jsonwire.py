@@ -11,7 +11,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gateway.provenance.markers import sanitize
-from gateway.tools.jsonwire import JsonText, dumps, json_literal
+from gateway.tools.jsonwire import (
+    JsonText,
+    RepeatedKeys,
+    RequestJSONError,
+    dumps,
+    json_literal,
+    loads_request,
+    repeated_key,
+)
 
 text_strategy = st.text(
     st.characters(codec="utf-8") | st.sampled_from('"\\\n\t\r\x00\x1f<>&\u2028\u00e9\U0001f600'),
@@ -56,3 +64,35 @@ def test_other_values_are_written_as_orjson_writes_them(value: object) -> None:
 def test_what_json_cannot_hold_is_refused() -> None:
     with pytest.raises(TypeError):
         dumps({"x": object()})
+
+
+# --- request bodies ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "path"),
+    [
+        (b'{"url": 1, "url": 2}', "url"),
+        (b'{"url": 1, "\\u0075rl": 2}', "url"),
+        (b'{"a": {"b": 1, "b": 2}}', "a.b"),
+        (b'{"a": [0, {"c": 1, "c": 1}]}', "a.1.c"),
+        (b'[{"x": 1}, {"y": 1, "y": 2}]', "1.y"),
+        (b'{"url": 1, "URL": 2}', None),
+        (b'{"a": {"b": 1}, "c": {"b": 2}}', None),
+    ],
+)
+def test_repeated_keys_are_found_wherever_they_stand(raw: bytes, path: str | None) -> None:
+    assert repeated_key(loads_request(raw)) == path
+
+
+def test_the_last_value_is_kept_and_marked() -> None:
+    value = loads_request(b'{"url": "a", "url": "b"}')
+    assert isinstance(value, RepeatedKeys) and value == {"url": "b"} and value.key == "url"
+
+
+@pytest.mark.parametrize(
+    "raw", [b'{"a": NaN}', b'{"a": 1', b'{"a": "\\ud800"}', b"\xff", b"[" * 1010 + b"]" * 1010]
+)
+def test_what_orjson_refuses_or_cannot_read_is_malformed(raw: bytes) -> None:
+    with pytest.raises(RequestJSONError):
+        loads_request(raw)
