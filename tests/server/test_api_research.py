@@ -187,3 +187,34 @@ async def test_bad_research_requests(start, body, fragment) -> None:
     gateway = await start()
     status, error = await gateway.post("/v1/research", "agent", **body)
     assert status == 400 and fragment in error["error"]["message"]
+
+
+async def test_research_pages_are_refused_at_the_socket_when_the_checks_above_it_fail(
+    search_gateways, upstream, monkeypatch
+) -> None:
+    # The client's policy does not exempt loopback, so its pages' addresses are private. With
+    # every address check above the socket made to allow everything (an injected fault), the
+    # socket guard still refuses each page, and the site is never asked for one.
+    from gateway.fetch import client as client_module
+    from gateway.fetch import resolver as resolver_module
+    from gateway.policy.engine import Decision
+    from tests.tools.searchgateway import client_policy
+
+    def allow_everything(policy, port, addresses, *, own_addresses=()):
+        return Decision(True, None, "injected-fault", policy.name, policy.sha256)
+
+    text = client_policy(upstream.port, "strict-policy").replace(
+        'allow: ["127.0.0.0/8"]', "allow: []"
+    )
+    gateway = await search_gateways(policies={"agent": text})
+    for module in (resolver_module, client_module):
+        monkeypatch.setattr(module, "decide_answer", allow_everything)
+    status, body = await gateway.post("/v1/research", "agent", query="research", fetch_top_n=2)
+    assert status == 200, body
+    assert len(body["pages"]) == 2
+    for page in body["pages"]:
+        assert page["error"]["code"] == "policy_denied", page
+        assert page["error"]["reason"] == "private_address"
+    records = [r for r in audit_records(gateway.services) if r["event"]["action"] == "WebFetch"]
+    assert {r["policy"]["rule"] for r in records} == {"networks.block_private"}
+    assert all(r["event"]["outcome"] == "failure" for r in records)
