@@ -190,30 +190,33 @@ async def test_webfetch_literal_refused_at_the_socket(listener) -> None:
     assert listener.connections == 0
 
 
-async def test_redirect_hop_refused_at_the_socket(listener, aiohttp_server, checks_bypassed) -> None:
+async def redirecting_origin(aiohttp_server, location: str) -> int:
+    """A site on 127.0.0.1 whose / redirects to `location`; its port."""
     from aiohttp import web
 
-    target_port = await listener.start("127.0.0.2")
-
     async def bounce(request: web.Request) -> web.Response:
-        raise web.HTTPFound(f"http://inside.example.com:{target_port}/inside")
+        raise web.HTTPFound(location)
 
     app = web.Application()
     app.router.add_get("/", bounce)
-    origin = await aiohttp_server(app, host="127.0.0.1")
-    policy = make_policy(
-        allow=[".example.com"],
-        net_allow=["127.0.0.1/32"],
-        ports=(80, origin.port, target_port),
-        max_redirects=3,
+    return int((await aiohttp_server(app, host="127.0.0.1")).port)
+
+
+def origin_only_policy(*ports: int, **fields):
+    """Names under .example.com allowed; of loopback only the origin's 127.0.0.1."""
+    return make_policy(
+        allow=[".example.com"], net_allow=["127.0.0.1/32"], ports=(80, *ports), max_redirects=3, **fields
     )
-    hosts = parse_static_hosts(
-        {"site.example.com": ["127.0.0.1"], "inside.example.com": ["127.0.0.2"]}
-    )
+
+
+async def test_redirect_hop_refused_at_the_socket(listener, aiohttp_server, checks_bypassed) -> None:
+    target_port = await listener.start("127.0.0.2")
+    origin = await redirecting_origin(aiohttp_server, f"http://inside.example.com:{target_port}/inside")
+    hosts = parse_static_hosts({"site.example.com": ["127.0.0.1"], "inside.example.com": ["127.0.0.2"]})
     fetcher = Fetcher(static_hosts=hosts)
     try:
         with pytest.raises(PolicyDeniedError) as exc:
-            await fetcher.fetch(policy, parse_url(f"http://site.example.com:{origin.port}/"))
+            await fetcher.fetch(origin_only_policy(origin, target_port), parse_url(f"http://site.example.com:{origin}/"))
     finally:
         await fetcher.close()
     assert_refused_as_private(exc)
@@ -221,35 +224,20 @@ async def test_redirect_hop_refused_at_the_socket(listener, aiohttp_server, chec
 
 
 async def test_redirect_to_a_unicode_spelling_is_refused_at_its_hop(listener, aiohttp_server) -> None:
-    from aiohttp import web
-
     target_port = await listener.start("127.0.0.2")
     fullwidth = "\uff11\uff12\uff17.\uff10.\uff10.\uff12"  # 127.0.0.2
-
-    async def bounce(request: web.Request) -> web.Response:
-        raise web.HTTPFound(f"http://{fullwidth}:{target_port}/inside")
-
-    app = web.Application()
-    app.router.add_get("/", bounce)
-    origin = await aiohttp_server(app, host="127.0.0.1")
-    policy = make_policy(
-        allow=[".example.com"],
-        net_allow=["127.0.0.1/32"],
-        default=Action.ALLOW,
-        ports=(80, origin.port, target_port),
-        max_redirects=3,
-    )
+    origin = await redirecting_origin(aiohttp_server, f"http://{fullwidth}:{target_port}/inside")
+    # default: allow, so only the address can refuse it: as a name it would have passed.
+    policy = origin_only_policy(origin, target_port, default=Action.ALLOW)
+    start = parse_url(f"http://site.example.com:{origin}/")
+    trace = FetchTrace(requested=start, current=start)
     fetcher = Fetcher(static_hosts=HOSTS)
-    trace = FetchTrace(requested=parse_url(f"http://site.example.com:{origin.port}/"), current=parse_url(f"http://site.example.com:{origin.port}/"))
     try:
         with pytest.raises(PolicyDeniedError) as exc:
             await fetcher.fetch_traced(policy, trace, FetchOptions())
     finally:
         await fetcher.close()
-    # Decided as the private literal it maps to (a name would have been allowed by default).
-    decision = exc.value.decision
-    assert decision is not None
-    assert (decision.reason, decision.rule) == (Reason.PRIVATE_ADDRESS, "networks.block_private")
+    assert_refused_as_private(exc)
     assert [hop.url for hop in trace.redirects] == [f"http://127.0.0.2:{target_port}/inside"]
     assert listener.connections == 0
 
