@@ -151,7 +151,7 @@ def _build(top: Section, *, source: str, base_dir: str) -> GatewayConfig:
         fetch=_values(top["fetch"], FetchConfig),
         search=_values(top["search"], SearchConfig),
         x_search=_values(top["x_search"], XSearchConfig),
-        resolver=ResolverConfig(hosts=top["resolver"]["hosts"]),
+        resolver=_values(top["resolver"], ResolverConfig),
         tls=_values(top["tls"], TLSConfig),
         proxy=_values(top["proxy"], ProxyConfig),
         server=_values(top["server"], ServerConfig),
