@@ -57,7 +57,7 @@ def register(subparsers: Any) -> None:
     verify.set_defaults(run=_run_verify)
 
     summary = actions.add_parser("summary", help="totals, denials, clients, timeline")
-    summary.add_argument("files", nargs="+", metavar="FILE")
+    summary.add_argument("files", nargs="+", metavar="FILE", help="audit log files")
     summary.add_argument("--since", help="a duration (24h, 30m, 7d) or a UTC time")
     summary.add_argument("--client", metavar="ID", help="only this client's records")
     summary.add_argument("--top", type=int, default=10, help="rows in the top lists (10)")
@@ -65,7 +65,7 @@ def register(subparsers: Any) -> None:
     summary.set_defaults(run=_run_summary)
 
     tail = actions.add_parser("tail", help="the last records, and new ones with -f")
-    tail.add_argument("file", metavar="FILE")
+    tail.add_argument("file", metavar="FILE", help="the audit log file")
     tail.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
     tail.add_argument("-n", "--lines", type=int, default=10, help="records shown first (10)")
     tail.add_argument("--client", metavar="ID", help="only this client's records")

@@ -17,13 +17,39 @@ from gateway.errors import GatewayError
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("fetch", help="fetch one URL as WebFetch would, print the JSON")
-    parser.add_argument("url")
-    parser.add_argument("--config", metavar="FILE")
-    parser.add_argument("--policy", metavar="FILE")
-    parser.add_argument("--max-chars", type=int)
-    parser.add_argument("--start-index", type=int)
-    parser.add_argument("--extract-mode", choices=("auto", "markdown", "text", "raw"))
+    from gateway.cli.config_cmd import add_config_flag
+
+    parser = subparsers.add_parser(
+        "fetch",
+        help="fetch one URL as WebFetch would, print the JSON",
+        description="One WebFetch through the full path (policy, pinned connection, audit) "
+        "without a server. The result JSON goes to standard output; the audit record to the "
+        "configured audit file, which standard error names. Exit 1 on a refusal or error.",
+    )
+    parser.add_argument("url", metavar="URL", help="the http(s) URL to fetch")
+    add_config_flag(parser)
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="policy file (default: the configuration's, else the embedded default)",
+    )
+    parser.add_argument(
+        "--max-chars",
+        type=int,
+        metavar="N",
+        help="characters of text returned (the policy's limits.default_max_chars by default)",
+    )
+    parser.add_argument(
+        "--start-index",
+        type=int,
+        metavar="N",
+        help="the character to start from, to page through a long text (default 0)",
+    )
+    parser.add_argument(
+        "--extract-mode",
+        choices=("auto", "markdown", "text", "raw"),
+        help="how the body becomes text (default auto)",
+    )
     parser.set_defaults(run=_run)
 
 

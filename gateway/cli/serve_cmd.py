@@ -10,15 +10,40 @@ from typing import Any
 
 from gateway.config import GatewayConfig
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("serve", help="run the gateway (HTTP API, MCP, forward proxy)")
-    parser.add_argument("--config", metavar="FILE", help="gateway configuration (YAML)")
+    from gateway.cli.config_cmd import add_config_flag
+
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the gateway (HTTP API, MCP, forward proxy)",
+        description="Run the gateway until SIGTERM (which drains). Flags win over the "
+        "configuration file; the operator log is JSON lines on standard error.",
+    )
+    add_config_flag(parser)
     parser.add_argument("--policy", metavar="FILE", help="policy file (default: embedded default)")
     parser.add_argument("--host", help="listen address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="API port (default 8080)")
     parser.add_argument("--proxy-port", type=int, help="forward-proxy port (default: off)")
+    add_log_level_flag(parser)
     parser.set_defaults(run=_run)
+
+
+def add_log_level_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default="info",
+        help="the least severe operator log lines written to standard error (default info)",
+    )
+
+
+def log_level(args: argparse.Namespace) -> int:
+    import logging
+
+    return int(getattr(logging, str(getattr(args, "log_level", "info")).upper()))
 
 
 def build_config(args: argparse.Namespace) -> GatewayConfig:
@@ -44,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
     from gateway.reload import fingerprint_config_source
     from gateway.server.serve import serve
 
-    configure_logging()
+    configure_logging(log_level(args))
     try:
         config_seen = fingerprint_config_source(args.config)  # before reading it
         config = build_config(args)
@@ -65,5 +90,5 @@ def _run(args: argparse.Namespace) -> int:
 
 def _flags(args: argparse.Namespace) -> argparse.Namespace:
     """Only the flags `build_config` reads: what a spawned worker gets to rebuild its config."""
-    names = ("config", "policy", "host", "port", "proxy_port")
+    names = ("config", "policy", "host", "port", "proxy_port", "log_level")
     return argparse.Namespace(**{name: getattr(args, name, None) for name in names})
