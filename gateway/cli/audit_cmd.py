@@ -11,11 +11,12 @@ from typing import Any
 
 import orjson
 
+from gateway.audit.chains import verify_paths
 from gateway.audit.fields import Disposition
 from gateway.audit.summary import parse_since, summarise_files
 from gateway.audit.tail import format_record, record_filter, tail_records
 from gateway.audit.terminal import printable
-from gateway.audit.verify import verify_files
+from gateway.audit.verify import FileReport
 from gateway.provenance.dsse import DSSEError, load_public_key
 
 EXIT_INVALID = 1
@@ -34,11 +35,15 @@ def register(subparsers: Any) -> None:
 
     verify = actions.add_parser(
         "verify",
-        help="check the hash chain and signed checkpoints",
-        description="Each FILE is reported `valid` or `INVALID: reason (line N)`; exit 1 if "
-        "any is invalid. Give one chain's files in order, oldest first.",
+        help="check the hash chains and signed checkpoints of a set of logs",
+        description="PATH: files, folders (every *.jsonl in them) or globs. Files are grouped "
+        "by chain (each process writes its own) and each chain's files put in order, so the "
+        "order given does not matter. Each file is reported `valid` or `INVALID: reason (line "
+        "N)`, then each chain, then the set; exit 1 if anything is invalid.",
     )
-    verify.add_argument("files", nargs="+", metavar="FILE")
+    verify.add_argument(
+        "paths", nargs="+", metavar="PATH", help="audit log files, folders or globs"
+    )
     verify.add_argument(
         "--key",
         action="append",
@@ -53,7 +58,11 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="a copy of the checkpoints kept elsewhere (audit.checkpoints_path)",
     )
-    verify.add_argument("--json", action="store_true", help="one JSON object per file")
+    verify.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per file, per chain (kind chain) and for the set (kind set)",
+    )
     verify.set_defaults(run=_run_verify)
 
     summary = actions.add_parser("summary", help="totals, denials, clients, timeline")
@@ -81,15 +90,36 @@ def _run_verify(args: argparse.Namespace) -> int:
     except DSSEError as exc:
         print(f"gateway audit verify: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    reports = verify_files(args.files, public_keys=keys, checkpoint_files=args.checkpoints)
-    for report in reports:
+    result = verify_paths(args.paths, public_keys=keys, checkpoint_files=args.checkpoints)
+    for path in result.unmatched:
+        print(f"gateway audit verify: {path}: no such file", file=sys.stderr)
+    for chain in result.chains:
+        for report in chain.files:
+            _print_file(report, json_lines=args.json)
         if args.json:
-            sys.stdout.write(orjson.dumps(report.to_dict()).decode() + "\n")
-            continue
-        print(f"{printable(report.path)}: {printable(report.describe(), 1000)}")
-        for warning in report.warnings:
-            print(f"  warning: {printable(warning, 1000)}")
-    return EXIT_INVALID if any(not report.valid for report in reports) else 0
+            _print_json(chain.to_dict())
+        else:
+            print(f"chain {printable(chain.name)}: {chain.describe()}")
+    for report in result.checkpoints:
+        _print_file(report, json_lines=args.json)
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        print(f"set: {result.describe()}")
+    return 0 if result.valid else EXIT_INVALID
+
+
+def _print_file(report: FileReport, *, json_lines: bool) -> None:
+    if json_lines:
+        _print_json(report.to_dict())
+        return
+    print(f"{printable(report.path)}: {printable(report.describe(), 1000)}")
+    for warning in report.warnings:
+        print(f"  warning: {printable(warning, 1000)}")
+
+
+def _print_json(value: dict[str, Any]) -> None:
+    sys.stdout.write(orjson.dumps(value).decode() + "\n")
 
 
 def _run_summary(args: argparse.Namespace) -> int:
