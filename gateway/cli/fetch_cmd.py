@@ -1,6 +1,8 @@
 """`gateway fetch URL`: one WebFetch through the full path (policy, pinning, audit), no server.
 
-The result JSON goes to standard output; the audit record to the configured audit file.
+The result JSON goes to standard output; the audit records to the configured audit file, which
+standard error names (without a configuration: ./audit/gateway-HOST-PID.jsonl, a chain per
+run, which `gateway audit verify audit/` checks as a set).
 """
 
 from __future__ import annotations
@@ -98,3 +100,6 @@ async def _fetch(config: Any, body: dict[str, Any]) -> dict[str, Any]:
         return result
     finally:
         await services.close()
+        # The record never goes to standard output (that is the result's); say where it went.
+        where = "standard error" if services.audit.path == "/dev/stderr" else services.audit.path
+        print(f"gateway fetch: audit records in {where}", file=sys.stderr)

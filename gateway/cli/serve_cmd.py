@@ -64,6 +64,7 @@ def build_config(args: argparse.Namespace) -> GatewayConfig:
 
 def _run(args: argparse.Namespace) -> int:
     from gateway.configload import ConfigError
+    from gateway.errors import GatewayError
     from gateway.oplog import configure_logging
     from gateway.policy.load import PolicyValidationError
     from gateway.reload import fingerprint_config_source
@@ -85,6 +86,9 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     except OSError as exc:
         print(f"gateway serve: {exc}", file=sys.stderr)
+        return 1
+    except GatewayError as exc:  # the audit log cannot be opened: nothing is served
+        print(f"gateway serve: {exc.message}", file=sys.stderr)
         return 1
 
 

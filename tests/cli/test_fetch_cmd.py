@@ -35,8 +35,11 @@ async def test_fetch_prints_the_result_and_audits_to_the_file(
     status = await run_cli(
         "fetch", f"http://site.example.com:{upstream.port}/page", "--config", config
     )
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert status == 0
+    where = tmp_path / "audit" / "fetch-cli-test.jsonl"
+    assert captured.err.splitlines()[-1] == f"gateway fetch: audit records in {where}"
     body = orjson.loads(out)
     assert body["envelope"]["tool"] == "WebFetch" and body["envelope"]["status"] == 200
     audit = tmp_path / "audit" / "fetch-cli-test.jsonl"

@@ -1,0 +1,56 @@
+"""`gateway serve` start-up: a port already in use fails before anything is written to the
+audit log, and says why; `--log-level` and GATEWAY_CONFIG reach the process."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+
+def serve(
+    config: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(config.parent),
+        env=env,
+    )
+
+
+def test_a_busy_port_writes_no_audit_record(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        config = tmp_path / "gateway.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {"listen": {"port": port}, "audit": {"path": "audit/gateway-{instance}.jsonl"}}
+            )
+        )
+        done = serve(config, "--config", str(config))
+    assert done.returncode == 1
+    assert "address already in use" in done.stderr.lower()
+    assert "stopped" not in done.stderr and "audit_seq" not in done.stderr
+    assert not (tmp_path / "audit").exists() or not any((tmp_path / "audit").iterdir())
+
+
+def test_log_level_and_gateway_config(tmp_path: Path) -> None:
+    # A configuration error is reported whatever the level; the file comes from the variable.
+    config = tmp_path / "gateway.yaml"
+    config.write_text("listen: {port: 0}\n")
+    import os
+
+    env = {**os.environ, "GATEWAY_CONFIG": str(config)}
+    done = serve(config, "--log-level", "error", env=env)
+    assert done.returncode == 2
+    assert f"{config}:1:16: out_of_range: listen.port" in done.stderr
+    bad = serve(config, "--log-level", "loud", env=env)
+    assert bad.returncode == 2 and "invalid choice: 'loud'" in bad.stderr
