@@ -387,3 +387,24 @@ async def test_curl_gets_the_page_or_the_gateways_reason(gateway, upstream, tmp_
         cwd=tmp_path,
     )
     assert unauth.stdout == "407"
+
+
+async def test_the_example_client_describes_explain_answers(gateway, upstream) -> None:
+    import asyncio
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "agent_client.py"
+    spec = importlib.util.spec_from_file_location("agent_client_example", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    example.GATEWAY, example.TOKEN = gateway.url, TOKEN
+    loop = asyncio.get_running_loop()
+
+    def explain(url: str) -> str:
+        return example.describe_policy(example.call("/v1/policy/explain", {"url": url}))
+
+    allowed = await loop.run_in_executor(None, explain, f"http://{ALLOWED_INDEX}:{upstream.port}/")
+    denied = await loop.run_in_executor(None, explain, f"http://{DENIED_INDEX}:{upstream.port}/")
+    assert allowed == "policy: allow (rule domains.allow[0])"
+    assert denied == "policy: deny (domain_not_allowed, rule default)"

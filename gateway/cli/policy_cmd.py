@@ -230,7 +230,10 @@ def _resolve_and_judge(
     try:
         addresses = resolve(target)
     except (OSError, UnicodeError, ValueError) as exc:
-        return Verdict(decision, lookup_error=f"lookup of {target.host} failed: {exc}", note=note)
+        from gateway.fetch.resolver import unresolved_hint
+
+        error = f"lookup of {target.host} failed: {exc}{unresolved_hint(target.host)}"
+        return Verdict(decision, lookup_error=error, note=note)
     return judge(policy, url, tool=tool, method=method, addresses=addresses)
 
 

@@ -131,7 +131,7 @@ def hosts_table(
     return HostsTable(parse_static_hosts(static), SystemHosts(path) if system_hosts else None)
 
 
-def _unresolved_hint(name: str, table: StaticHosts) -> str:
+def unresolved_hint(name: str, table: StaticHosts | None = None) -> str:
     """Why a name that /etc/hosts lists did not resolve, and the keys that fix it."""
     if isinstance(table, HostsTable) and table.system is not None:
         return ""
@@ -192,7 +192,7 @@ class PolicyResolver(AbstractResolver):
                 self._lookup_timeout,
             )
         except (OSError, TimeoutError) as exc:
-            hint = _unresolved_hint(name, self._static)
+            hint = unresolved_hint(name, self._static)
             raise LookupFailedError(f"{name} did not resolve: {exc}{hint}") from exc
         seen: dict[IPAddress, None] = {}
         for info in infos:
