@@ -54,3 +54,22 @@ def test_log_level_and_gateway_config(tmp_path: Path) -> None:
     assert f"{config}:1:16: out_of_range: listen.port" in done.stderr
     bad = serve(config, "--log-level", "loud", env=env)
     assert bad.returncode == 2 and "invalid choice: 'loud'" in bad.stderr
+
+
+async def test_a_provider_without_its_key_is_named_at_start_up(tmp_path: Path) -> None:
+    from tests.processes import GatewayProcess
+
+    config = {
+        "audit": {"path": str(tmp_path / "audit" / "gateway-{instance}.jsonl")},
+        "search": {
+            "providers": [{"id": "brave", "kind": "brave", "api_key_env": "UNSET_TEST_KEY_4711"}]
+        },
+    }
+    gateway = GatewayProcess(tmp_path, config)
+    await gateway.start()
+    try:
+        [warning] = gateway.entries("search provider key missing")
+        assert warning["level"] == "warning" and "UNSET_TEST_KEY_4711" in warning["problem"]
+    finally:
+        gateway.signal(15)
+        assert await gateway.wait(30) == 0
