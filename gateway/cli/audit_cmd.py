@@ -96,17 +96,18 @@ def _run_verify(args: argparse.Namespace) -> int:
     for chain in result.chains:
         for report in chain.files:
             _print_file(report, json_lines=args.json)
-        if args.json:
-            _print_json(chain.to_dict())
-        else:
-            print(f"chain {printable(chain.name)}: {chain.describe()}")
+        _emit(chain.to_dict(), f"chain {printable(chain.name)}: {chain.describe()}", args.json)
     for report in result.checkpoints:
         _print_file(report, json_lines=args.json)
-    if args.json:
-        _print_json(result.to_dict())
-    else:
-        print(f"set: {result.describe()}")
+    _emit(result.to_dict(), f"set: {result.describe()}", args.json)
     return 0 if result.valid else EXIT_INVALID
+
+
+def _emit(value: dict[str, Any], text: str, json_lines: bool) -> None:
+    if json_lines:
+        _print_json(value)
+    else:
+        print(text)
 
 
 def _print_file(report: FileReport, *, json_lines: bool) -> None:

@@ -6,21 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from gateway.audit.chains import expand_paths, group_chains, verify_paths
-from tests.audit.logfiles import (
-    edit,
-    fetch_record,
-    new_signer,
-    open_log,
-    read_lines,
-    rotated_files,
-    write_lines,
-)
+from tests.audit import logfiles
 
 
 def write_chain(directory: Path, instance: str, records: int, **kwargs) -> None:
-    log = open_log(directory / "gateway-{instance}.jsonl", instance_id=instance, **kwargs)
+    log = logfiles.open_log(directory / "gateway-{instance}.jsonl", instance_id=instance, **kwargs)
     for i in range(records):
-        log.append(fetch_record(i))
+        log.append(logfiles.fetch_record(i))
     log.close()
 
 
@@ -44,7 +36,7 @@ def test_a_restart_makes_a_second_chain_and_the_folder_verifies(tmp_path: Path) 
 
 def test_rotated_files_are_put_in_chain_order(tmp_path: Path) -> None:
     write_chain(tmp_path, "gw-test", 12, rotate_bytes=1500)
-    files = rotated_files(tmp_path, stem="gateway-gw-test")
+    files = logfiles.rotated_files(tmp_path, stem="gateway-gw-test")
     assert len(files) >= 3
     chains, checkpoints = group_chains(list(reversed(files)))
     assert chains == [("gw-test", files)] and checkpoints == []
@@ -55,9 +47,9 @@ def test_one_tampered_chain_fails_alone(tmp_path: Path) -> None:
     write_chain(tmp_path, "a", 5)
     write_chain(tmp_path, "b", 5)
     path = tmp_path / "gateway-b.jsonl"
-    lines = read_lines(path)
-    lines[3] = edit(lines[3], lambda r: r["url"].update(full="https://other.example/"))
-    write_lines(path, lines)
+    lines = logfiles.read_lines(path)
+    lines[3] = logfiles.edit(lines[3], lambda r: r["url"].update(full="https://other.example/"))
+    logfiles.write_lines(path, lines)
     result = verify_paths([str(tmp_path)])
     assert [chain.valid for chain in result.chains] == [True, False]
     assert result.chains[1].files[0].line == 4
@@ -74,7 +66,7 @@ def test_a_file_moved_aside_and_a_new_chain_of_the_same_instance(tmp_path: Path)
 
 
 def test_checkpoint_copies_in_the_folder_are_checked_as_such(tmp_path: Path) -> None:
-    signer, public = new_signer()
+    signer, public = logfiles.new_signer()
     copies = tmp_path / "checkpoints-{instance}.jsonl"
     write_chain(tmp_path, "signed", 4, signer=signer, checkpoints_path=str(copies))
     result = verify_paths([str(tmp_path)], public_keys=[public])
