@@ -73,3 +73,65 @@ async def test_a_provider_without_its_key_is_named_at_start_up(tmp_path: Path) -
     finally:
         gateway.signal(15)
         assert await gateway.wait(30) == 0
+
+
+async def test_log_level_warning_keeps_only_warnings(tmp_path: Path) -> None:
+    # The missing key is a warning: written; "listening" and "stopped" are info: not.
+    import asyncio
+    import os
+    import signal
+
+    import aiohttp
+    import orjson
+
+    from tests.processes import STARTUP_TIMEOUT, free_port
+
+    port = free_port()
+    config = tmp_path / "gateway.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "listen": {"port": port},
+                "audit": {"path": "audit/gateway-{instance}.jsonl"},
+                "search": {
+                    "providers": [
+                        {"id": "brave", "kind": "brave", "api_key_env": "UNSET_TEST_KEY_4712"}
+                    ]
+                },
+            }
+        )
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "serve",
+        "--config",
+        str(config),
+        "--log-level",
+        "warning",
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=str(tmp_path),
+    )
+    try:
+        async with aiohttp.ClientSession() as session:
+            for _ in range(int(STARTUP_TIMEOUT * 20)):
+                try:
+                    async with session.get(f"http://127.0.0.1:{port}/readyz") as response:
+                        if response.status == 200:
+                            break
+                except aiohttp.ClientConnectionError:
+                    pass
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("the gateway did not become ready")
+    finally:
+        os.kill(process.pid, signal.SIGTERM)
+        assert process.stderr is not None
+        err = await asyncio.wait_for(process.stderr.read(), 30)
+        assert await asyncio.wait_for(process.wait(), 30) == 0
+    lines = [orjson.loads(line) for line in err.splitlines() if line.strip()]
+    assert [line["message"] for line in lines] == ["search provider key missing"]
+    assert {line["level"] for line in lines} == {"warning"}
