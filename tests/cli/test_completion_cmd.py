@@ -36,11 +36,33 @@ def test_bash_completes_commands_subcommands_and_flags(capsys) -> None:
     assert complete(script, "completion", "") == ["bash", "zsh"]
 
 
-def test_zsh_uses_bash_completion_support(capsys) -> None:
+def test_zsh_uses_bash_completion_support(capsys, tmp_path) -> None:
     assert main(["completion", "zsh"]) == 0
     script = capsys.readouterr().out
     assert script.startswith("autoload -U +X bashcompinit && bashcompinit\n")
     assert script.rstrip().endswith("complete -o default -F _gateway_complete gateway")
+    if shutil.which("zsh") is None:
+        pytest.skip("zsh is not installed (.ci/run installs it)")
+    path = tmp_path / "gateway.zsh"
+    path.write_text(script)
+    # zsh runs a bash completion function under `emulate sh` (0-based arrays); compsys then
+    # filters the candidates by the word typed, so all of a position's words come back.
+    program = (
+        f"autoload -U compinit && compinit -u -D; source {path}; print -r -- $_comps[gateway]; "
+        "emulate sh; COMP_WORDS=(gateway policy explain --); COMP_CWORD=3; "
+        '_gateway_complete; echo "${COMPREPLY[@]}"'
+    )
+    done = subprocess.run(
+        ["zsh", "-f", "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    registered, flags = done.stdout.splitlines()
+    assert registered.endswith("-F _gateway_complete")
+    assert "--resolve" in flags.split()
 
 
 def test_the_table_is_the_parser() -> None:
