@@ -1,6 +1,6 @@
 """`gateway config check`: a configuration file and every policy it names, checked as `serve`
 would load them, with what only shows at run time reported too (a provider's API key missing
-from the environment, a bind `serve` would refuse).
+from the environment, a key file that is not an Ed25519 key, a bind `serve` would refuse).
 
 Every problem is a `FILE:LINE:COL: code: message` line, warnings written `warning[code]`, as
 `gateway policy check` prints them; nothing here touches the network.
@@ -9,7 +9,7 @@ Every problem is a `FILE:LINE:COL: code: message` line, warnings written `warnin
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from gateway.config import GatewayConfig
@@ -51,6 +51,7 @@ def check_config(path: str, *, environ: Mapping[str, str] | None = None) -> Chec
     except ConfigError as exc:
         result.issues.extend(_at_file(path, issue) for issue in exc.issues)
     result.issues.extend(missing_api_keys(config, path, os.environ if environ is None else environ))
+    result.issues.extend(unusable_keys(config, path))
     result.config = config
     policies = _named_policies(config)
     for policy_path in policies:
@@ -93,6 +94,29 @@ def missing_api_keys(config: GatewayConfig, path: str, environ: Mapping[str, str
                 Severity.WARNING,
             )
         )
+    return issues
+
+
+def unusable_keys(config: GatewayConfig, path: str) -> list[Issue]:
+    """Key files that exist but that `serve` could not load (not PEM, not Ed25519)."""
+    from gateway.provenance.dsse import DSSEError, Signer, load_public_key
+
+    text = _read_text(path)
+    issues = []
+    checks: list[tuple[str, str | None, Callable[[str], object]]] = [
+        ("signing_key", config.signing_key, Signer.from_pem_file)
+    ]
+    checks += [
+        (f"retired_keys[{i}]", key, load_public_key) for i, key in enumerate(config.retired_keys)
+    ]
+    for where, key_path, load in checks:
+        if key_path is None:
+            continue
+        try:
+            load(key_path)
+        except DSSEError as exc:
+            line, col = _position_of(text, where.split("[", 1)[0] + ":")
+            issues.append(Issue(path, line, col, "bad_key", f"{where}: {exc}"))
     return issues
 
 

@@ -72,3 +72,15 @@ def test_the_file_comes_from_gateway_config(tmp_path, capsys, monkeypatch) -> No
     monkeypatch.delenv("GATEWAY_CONFIG")
     assert main(["config", "check"]) == 2
     assert "GATEWAY_CONFIG" in capsys.readouterr().err
+
+
+def test_a_key_file_serve_could_not_load(tmp_path, capsys) -> None:
+    (tmp_path / "signing.key").write_text("not a key\n")
+    config = write(tmp_path / "gateway.yaml", "# keys\nsigning_key: signing.key\n")
+    assert main(["config", "check", config]) == 1
+    out = capsys.readouterr().out
+    assert f"{config}:2:1: bad_key: signing_key: " in out
+    assert main(["keys", "generate", str(tmp_path / "keys")]) == 0
+    good = write(tmp_path / "good.yaml", "signing_key: keys/signing.key\n")
+    capsys.readouterr()
+    assert main(["config", "check", good]) == 0
