@@ -194,6 +194,15 @@ def group_chains(files: Sequence[str]) -> tuple[list[tuple[str, list[str]]], lis
     return chains, checkpoint_files
 
 
+def log_files(paths: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The log files under `paths` (files, folders, globs), each chain's in order, without
+    checkpoint copies (what `audit summary` reads, so that no record is counted twice), and
+    the paths that named nothing."""
+    files, unmatched = expand_paths(paths)
+    chains, _ = group_chains(files)
+    return [path for _, chain_files in chains for path in chain_files], unmatched
+
+
 def verify_paths(
     paths: Sequence[str],
     *,

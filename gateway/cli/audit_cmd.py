@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from gateway.audit.chains import verify_paths
+from gateway.audit.chains import log_files, verify_paths
 from gateway.audit.fields import Disposition
 from gateway.audit.summary import parse_since, summarise_files
 from gateway.audit.tail import format_record, record_filter, tail_records
@@ -66,7 +66,9 @@ def register(subparsers: Any) -> None:
     verify.set_defaults(run=_run_verify)
 
     summary = actions.add_parser("summary", help="totals, denials, clients, timeline")
-    summary.add_argument("files", nargs="+", metavar="FILE", help="audit log files")
+    summary.add_argument(
+        "files", nargs="+", metavar="PATH", help="audit log files, folders or globs"
+    )
     summary.add_argument("--since", help="a duration (24h, 30m, 7d) or a UTC time")
     summary.add_argument("--client", metavar="ID", help="only this client's records")
     summary.add_argument("--top", type=int, default=10, help="rows in the top lists (10)")
@@ -132,7 +134,11 @@ def _run_summary(args: argparse.Namespace) -> int:
             print(f"gateway audit summary: {exc}", file=sys.stderr)
             return EXIT_USAGE
     try:
-        result = summarise_files(args.files, since=since, client=args.client, top=max(1, args.top))
+        logs, unmatched = log_files(args.files)
+        if unmatched:
+            print(f"gateway audit summary: {unmatched[0]}: no such file", file=sys.stderr)
+            return EXIT_USAGE
+        result = summarise_files(logs, since=since, client=args.client, top=max(1, args.top))
     except OSError as exc:
         print(f"gateway audit summary: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
         return EXIT_USAGE

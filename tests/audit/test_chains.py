@@ -84,3 +84,18 @@ def test_paths_that_name_nothing(tmp_path: Path) -> None:
     missing = verify_paths([str(tmp_path / "missing.jsonl")])
     assert not missing.valid
     assert "cannot read" in (missing.chains[0].files[0].reason or "")
+
+
+def test_summary_reads_a_folder_once_per_record(tmp_path: Path, capsys) -> None:
+    import orjson
+
+    from gateway.cli import main
+
+    signer, _ = logfiles.new_signer()
+    copies = tmp_path / "checkpoints-{instance}.jsonl"
+    write_chain(tmp_path, "one", 3, signer=signer, checkpoints_path=str(copies))
+    write_chain(tmp_path, "two", 2)
+    assert main(["audit", "summary", str(tmp_path), "--json"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["totals"]["allow"] == 5
+    assert main(["audit", "summary", str(tmp_path / "none-*.jsonl")]) == 2
+    assert "no such file" in capsys.readouterr().err
