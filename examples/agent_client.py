@@ -52,6 +52,15 @@ def check(body: dict, field: str) -> None:
     print(f"content_sha256 {verdict}: {digest[:16]}…")
 
 
+def describe_policy(explained: dict) -> str:
+    """One line for an explain answer: `policy: allow (rule domains.allow[0])`, or with the
+    reason for a denial: `policy: deny (domain_not_allowed, rule default)`."""
+    if "error" in explained:
+        return f"policy: explain refused ({explained['error']['code']})"
+    reason = f"{explained['reason']}, " if explained.get("reason") else ""
+    return f"policy: {explained['decision']} ({reason}rule {explained['rule']})"
+
+
 def main(query: str) -> int:
     search = call("/v1/search", {"query": query, "max_results": 5})
     if "error" in search:
@@ -63,8 +72,7 @@ def main(query: str) -> int:
     if not search["results"]:
         return 0
     first = search["results"][0]
-    explained = call("/v1/policy/explain", {"url": first["url"]})
-    print(f"policy: {explained['decision']} by {explained['rule']} ({explained['reason']})")
+    print(describe_policy(call("/v1/policy/explain", {"url": first["url"]})))
     page = call("/v1/fetch", {"url": f"id:{first['id']}", "max_chars": 2000})
     if "error" in page:
         error = page["error"]

@@ -92,6 +92,7 @@ class XSearchConfig:
 @dataclass(frozen=True, slots=True)
 class ResolverConfig:
     hosts: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    system_hosts: bool = False  # also answer names from /etc/hosts (addresses still checked)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from gateway.policy.hints import refusal_text
+
 if TYPE_CHECKING:
     from gateway.policy.engine import Decision
 
@@ -76,7 +78,7 @@ class _DecisionError(GatewayError):
 
     def __init__(self, decision: Decision, message: str | None = None) -> None:
         super().__init__(
-            message or decision.describe(),
+            message or refusal_text(decision),
             reason=str(decision.reason) if decision.reason else None,
             rule=decision.rule,
         )
@@ -114,8 +116,20 @@ class RateLimitedError(GatewayError):
 
 
 class ResponseTooLargeError(GatewayError):
+    """The body passed the policy's size cap; the cap is the rule that refused it."""
+
     code = "response_too_large"
     http_status = 502
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None = "response_too_large",
+        rule: str | None = "limits.max_response_bytes",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, reason=reason, rule=rule, retry_after=retry_after)
 
 
 class UpstreamUnreachableError(GatewayError):

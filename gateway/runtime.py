@@ -24,7 +24,7 @@ from gateway.config import ClientLimits, GatewayConfig
 from gateway.errors import UnauthorizedError
 from gateway.fetch.client import Fetcher, pool_key
 from gateway.fetch.provider import FetcherProviderTransport, ProviderEndpoint
-from gateway.fetch.resolver import parse_static_hosts
+from gateway.fetch.resolver import hosts_table
 from gateway.limits import InMemoryLimiter, Limiter
 from gateway.metrics import Metrics, ObservedAuditLog
 from gateway.policy.load import PolicyValidationError, load_default_policy, load_policy_file
@@ -160,7 +160,9 @@ class Services:
             checkpoint_interval=config.audit.checkpoint_interval,
         )
         self.fetcher = Fetcher(
-            static_hosts=parse_static_hosts(config.resolver.hosts),
+            static_hosts=hosts_table(
+                config.resolver.hosts, system_hosts=config.resolver.system_hosts
+            ),
             ca_file=config.tls.ca_file,
             user_agent=config.fetch.user_agent,
         )

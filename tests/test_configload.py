@@ -129,6 +129,7 @@ CONTRACT_DEFAULTS: list[tuple[str, Any]] = [
     ("x_search.base_url", "https://api.x.ai"),
     ("x_search.allow_private", False),
     ("resolver.hosts", {}),
+    ("resolver.system_hosts", False),
     ("tls.ca_file", None),
     ("proxy.connect_ports", (443,)),
     ("proxy.require_tls", True),

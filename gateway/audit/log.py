@@ -43,6 +43,7 @@ STDOUT_PATH = "-"
 # refuses to continue the chain (such a file is not one of ours, or badly damaged).
 _RECOVERY_WINDOW = 16
 _FILE_MODE = 0o640
+_LOCK_ATTEMPTS = 8
 
 
 def _torn_entry(line: RawLine, file: str | None) -> dict[str, Any]:
@@ -101,6 +102,7 @@ class AuditLog:
         self._mutex = threading.Lock()
         self._fd: int | None = None
         self._lock_fd: int | None = None
+        self._lock_path: str | None = None
         self._stream = False
         self._size = 0
         self._seq = 0
@@ -277,22 +279,33 @@ class AuditLog:
         return not stat.S_ISREG(mode)
 
     def _take_lock(self) -> None:
+        """An exclusive lock on `PATH.lock`, which names the holder's pid. A clean exit
+        removes the file (`_release`), so a lock file left behind means a crash or a writer
+        still running; only a lock on the file the path still names counts, since a holder
+        may remove it between our open and our flock."""
         lock_path = self.path + ".lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_small(fd).strip() or "unknown"
+        for _ in range(_LOCK_ATTEMPTS):
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_small(fd).strip() or "unknown"
+                os.close(fd)
+                raise AuditWriteError(
+                    f"audit log {self.path} is already being written by another process "
+                    f"(pid {holder}, lock {lock_path}); give each process its own file, "
+                    "e.g. with {instance} in audit.path"
+                ) from None
+            except OSError:
+                os.close(fd)
+                raise
+            if _same_file(fd, lock_path):
+                break
             os.close(fd)
-            raise AuditWriteError(
-                f"audit log {self.path} is already being written by another process "
-                f"(pid {holder}, lock {lock_path}); give each process its own file, "
-                "e.g. with {instance} in audit.path"
-            ) from None
-        except OSError:
-            os.close(fd)
-            raise
+        else:
+            raise AuditWriteError(f"cannot take the lock {lock_path}: it keeps being replaced")
         self._lock_fd = fd
+        self._lock_path = lock_path
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
@@ -516,10 +529,15 @@ class AuditLog:
                 os.close(self._fd)
             self._fd = None
         if self._lock_fd is not None:
+            # Removed while still held: a writer that opens the path next makes a new file.
+            if self._lock_path is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(self._lock_path)
             with contextlib.suppress(OSError):
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
                 os.close(self._lock_fd)
             self._lock_fd = None
+            self._lock_path = None
         self._stream = False
 
 
@@ -580,6 +598,14 @@ def _recover(path: str) -> _Recovered | None:
 def _last_lines(path: str, count: int) -> list[RawLine]:
     with open(path, "rb") as handle:
         return list(deque(iter_lines(handle), maxlen=count))
+
+
+def _same_file(fd: int, path: str) -> bool:
+    try:
+        held, named = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
 
 def _read_small(fd: int) -> str:

@@ -11,11 +11,12 @@ from typing import Any
 
 import orjson
 
+from gateway.audit.chains import log_files, verify_paths
 from gateway.audit.fields import Disposition
 from gateway.audit.summary import parse_since, summarise_files
 from gateway.audit.tail import format_record, record_filter, tail_records
 from gateway.audit.terminal import printable
-from gateway.audit.verify import verify_files
+from gateway.audit.verify import FileReport
 from gateway.provenance.dsse import DSSEError, load_public_key
 
 EXIT_INVALID = 1
@@ -34,11 +35,15 @@ def register(subparsers: Any) -> None:
 
     verify = actions.add_parser(
         "verify",
-        help="check the hash chain and signed checkpoints",
-        description="Each FILE is reported `valid` or `INVALID: reason (line N)`; exit 1 if "
-        "any is invalid. Give one chain's files in order, oldest first.",
+        help="check the hash chains and signed checkpoints of a set of logs",
+        description="PATH: files, folders (every *.jsonl in them) or globs. Files are grouped "
+        "by chain (each process writes its own) and each chain's files put in order, so the "
+        "order given does not matter. Each file is reported `valid` or `INVALID: reason (line "
+        "N)`, then each chain, then the set; exit 1 if anything is invalid.",
     )
-    verify.add_argument("files", nargs="+", metavar="FILE")
+    verify.add_argument(
+        "paths", nargs="+", metavar="PATH", help="audit log files, folders or globs"
+    )
     verify.add_argument(
         "--key",
         action="append",
@@ -53,11 +58,17 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="a copy of the checkpoints kept elsewhere (audit.checkpoints_path)",
     )
-    verify.add_argument("--json", action="store_true", help="one JSON object per file")
+    verify.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per file, per chain (kind chain) and for the set (kind set)",
+    )
     verify.set_defaults(run=_run_verify)
 
     summary = actions.add_parser("summary", help="totals, denials, clients, timeline")
-    summary.add_argument("files", nargs="+", metavar="FILE")
+    summary.add_argument(
+        "files", nargs="+", metavar="PATH", help="audit log files, folders or globs"
+    )
     summary.add_argument("--since", help="a duration (24h, 30m, 7d) or a UTC time")
     summary.add_argument("--client", metavar="ID", help="only this client's records")
     summary.add_argument("--top", type=int, default=10, help="rows in the top lists (10)")
@@ -65,7 +76,7 @@ def register(subparsers: Any) -> None:
     summary.set_defaults(run=_run_summary)
 
     tail = actions.add_parser("tail", help="the last records, and new ones with -f")
-    tail.add_argument("file", metavar="FILE")
+    tail.add_argument("file", metavar="FILE", help="the audit log file")
     tail.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
     tail.add_argument("-n", "--lines", type=int, default=10, help="records shown first (10)")
     tail.add_argument("--client", metavar="ID", help="only this client's records")
@@ -81,15 +92,37 @@ def _run_verify(args: argparse.Namespace) -> int:
     except DSSEError as exc:
         print(f"gateway audit verify: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    reports = verify_files(args.files, public_keys=keys, checkpoint_files=args.checkpoints)
-    for report in reports:
-        if args.json:
-            sys.stdout.write(orjson.dumps(report.to_dict()).decode() + "\n")
-            continue
-        print(f"{printable(report.path)}: {printable(report.describe(), 1000)}")
-        for warning in report.warnings:
-            print(f"  warning: {printable(warning, 1000)}")
-    return EXIT_INVALID if any(not report.valid for report in reports) else 0
+    result = verify_paths(args.paths, public_keys=keys, checkpoint_files=args.checkpoints)
+    for path in result.unmatched:
+        print(f"gateway audit verify: {path}: no such file", file=sys.stderr)
+    for chain in result.chains:
+        for report in chain.files:
+            _print_file(report, json_lines=args.json)
+        _emit(chain.to_dict(), f"chain {printable(chain.name)}: {chain.describe()}", args.json)
+    for report in result.checkpoints:
+        _print_file(report, json_lines=args.json)
+    _emit(result.to_dict(), f"set: {result.describe()}", args.json)
+    return 0 if result.valid else EXIT_INVALID
+
+
+def _emit(value: dict[str, Any], text: str, json_lines: bool) -> None:
+    if json_lines:
+        _print_json(value)
+    else:
+        print(text)
+
+
+def _print_file(report: FileReport, *, json_lines: bool) -> None:
+    if json_lines:
+        _print_json(report.to_dict())
+        return
+    print(f"{printable(report.path)}: {printable(report.describe(), 1000)}")
+    for warning in report.warnings:
+        print(f"  warning: {printable(warning, 1000)}")
+
+
+def _print_json(value: dict[str, Any]) -> None:
+    sys.stdout.write(orjson.dumps(value).decode() + "\n")
 
 
 def _run_summary(args: argparse.Namespace) -> int:
@@ -101,7 +134,11 @@ def _run_summary(args: argparse.Namespace) -> int:
             print(f"gateway audit summary: {exc}", file=sys.stderr)
             return EXIT_USAGE
     try:
-        result = summarise_files(args.files, since=since, client=args.client, top=max(1, args.top))
+        logs, unmatched = log_files(args.files)
+        if unmatched:
+            print(f"gateway audit summary: {unmatched[0]}: no such file", file=sys.stderr)
+            return EXIT_USAGE
+        result = summarise_files(logs, since=since, client=args.client, top=max(1, args.top))
     except OSError as exc:
         print(f"gateway audit summary: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,6 +1,8 @@
 """`gateway fetch URL`: one WebFetch through the full path (policy, pinning, audit), no server.
 
-The result JSON goes to standard output; the audit record to the configured audit file.
+The result JSON goes to standard output; the audit records to the configured audit file, which
+standard error names (without a configuration: ./audit/gateway-HOST-PID.jsonl, a chain per
+run, which `gateway audit verify audit/` checks as a set).
 """
 
 from __future__ import annotations
@@ -17,13 +19,39 @@ from gateway.errors import GatewayError
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("fetch", help="fetch one URL as WebFetch would, print the JSON")
-    parser.add_argument("url")
-    parser.add_argument("--config", metavar="FILE")
-    parser.add_argument("--policy", metavar="FILE")
-    parser.add_argument("--max-chars", type=int)
-    parser.add_argument("--start-index", type=int)
-    parser.add_argument("--extract-mode", choices=("auto", "markdown", "text", "raw"))
+    from gateway.cli.config_cmd import add_config_flag
+
+    parser = subparsers.add_parser(
+        "fetch",
+        help="fetch one URL as WebFetch would, print the JSON",
+        description="One WebFetch through the full path (policy, pinned connection, audit) "
+        "without a server. The result JSON goes to standard output; the audit record to the "
+        "configured audit file, which standard error names. Exit 1 on a refusal or error.",
+    )
+    parser.add_argument("url", metavar="URL", help="the http(s) URL to fetch")
+    add_config_flag(parser)
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="policy file (default: the configuration's, else the embedded default)",
+    )
+    parser.add_argument(
+        "--max-chars",
+        type=int,
+        metavar="N",
+        help="characters of text returned (the policy's limits.default_max_chars by default)",
+    )
+    parser.add_argument(
+        "--start-index",
+        type=int,
+        metavar="N",
+        help="the character to start from, to page through a long text (default 0)",
+    )
+    parser.add_argument(
+        "--extract-mode",
+        choices=("auto", "markdown", "text", "raw"),
+        help="how the body becomes text (default auto)",
+    )
     parser.set_defaults(run=_run)
 
 
@@ -72,3 +100,6 @@ async def _fetch(config: Any, body: dict[str, Any]) -> dict[str, Any]:
         return result
     finally:
         await services.close()
+        # The record never goes to standard output (that is the result's); say where it went.
+        where = "standard error" if services.audit.path == "/dev/stderr" else services.audit.path
+        print(f"gateway fetch: audit records in {where}", file=sys.stderr)

@@ -20,7 +20,7 @@ def register(subparsers: Any) -> None:
     generate = sub.add_parser(
         "generate", help="write DIR/signing.key and DIR/signing.pub (refuses to overwrite)"
     )
-    generate.add_argument("directory", metavar="DIR")
+    generate.add_argument("directory", metavar="DIR", help="the folder for the two files")
     generate.set_defaults(run=run_generate)
 
 

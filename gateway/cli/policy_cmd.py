@@ -48,12 +48,12 @@ def register(subparsers: Any) -> None:
     sub.required = True
 
     check = sub.add_parser("check", help="validate policy files, printing every problem")
-    check.add_argument("files", nargs="+", metavar="FILE")
+    check.add_argument("files", nargs="+", metavar="FILE", help="policy files (YAML)")
     check.set_defaults(run=run_check)
 
     explain = sub.add_parser("explain", help="say which rule decides each URL, and why")
-    explain.add_argument("file", metavar="FILE")
-    explain.add_argument("urls", nargs="+", metavar="URL")
+    explain.add_argument("file", metavar="FILE", help="the policy file")
+    explain.add_argument("urls", nargs="+", metavar="URL", help="URLs to judge")
     explain.add_argument("--json", action="store_true", help="one JSON object per line")
     explain.add_argument(
         "--tool", choices=TOOLS, help="the tool asking (default WebFetch; none with --method)"
@@ -69,8 +69,10 @@ def register(subparsers: Any) -> None:
     explain.set_defaults(run=run_explain)
 
     test = sub.add_parser("test", help="run a policy's test cases")
-    test.add_argument("file", metavar="FILE")
-    test.add_argument("cases", metavar="CASES.yaml")
+    test.add_argument("file", metavar="FILE", help="the policy file")
+    test.add_argument(
+        "cases", metavar="CASES.yaml", help="a list of {url, expect, reason?, rule?, addresses?}"
+    )
     test.set_defaults(run=run_test)
 
 
@@ -228,7 +230,10 @@ def _resolve_and_judge(
     try:
         addresses = resolve(target)
     except (OSError, UnicodeError, ValueError) as exc:
-        return Verdict(decision, lookup_error=f"lookup of {target.host} failed: {exc}", note=note)
+        from gateway.fetch.resolver import unresolved_hint
+
+        error = f"lookup of {target.host} failed: {exc}{unresolved_hint(target.host)}"
+        return Verdict(decision, lookup_error=error, note=note)
     return judge(policy, url, tool=tool, method=method, addresses=addresses)
 
 

@@ -10,15 +10,40 @@ from typing import Any
 
 from gateway.config import GatewayConfig
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("serve", help="run the gateway (HTTP API, MCP, forward proxy)")
-    parser.add_argument("--config", metavar="FILE", help="gateway configuration (YAML)")
+    from gateway.cli.config_cmd import add_config_flag
+
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the gateway (HTTP API, MCP, forward proxy)",
+        description="Run the gateway until SIGTERM (which drains). Flags win over the "
+        "configuration file; the operator log is JSON lines on standard error.",
+    )
+    add_config_flag(parser)
     parser.add_argument("--policy", metavar="FILE", help="policy file (default: embedded default)")
     parser.add_argument("--host", help="listen address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="API port (default 8080)")
     parser.add_argument("--proxy-port", type=int, help="forward-proxy port (default: off)")
+    add_log_level_flag(parser)
     parser.set_defaults(run=_run)
+
+
+def add_log_level_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default="info",
+        help="the least severe operator log lines written to standard error (default info)",
+    )
+
+
+def log_level(args: argparse.Namespace) -> int:
+    import logging
+
+    return int(getattr(logging, str(getattr(args, "log_level", "info")).upper()))
 
 
 def build_config(args: argparse.Namespace) -> GatewayConfig:
@@ -39,15 +64,17 @@ def build_config(args: argparse.Namespace) -> GatewayConfig:
 
 def _run(args: argparse.Namespace) -> int:
     from gateway.configload import ConfigError
+    from gateway.errors import GatewayError
     from gateway.oplog import configure_logging
     from gateway.policy.load import PolicyValidationError
     from gateway.reload import fingerprint_config_source
     from gateway.server.serve import serve
 
-    configure_logging()
+    configure_logging(log_level(args))
     try:
         config_seen = fingerprint_config_source(args.config)  # before reading it
         config = build_config(args)
+        _warn_missing_keys(config)
         if config.listen.workers > 1:
             from gateway.server.workers import run_workers
 
@@ -61,9 +88,25 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"gateway serve: {exc}", file=sys.stderr)
         return 1
+    except GatewayError as exc:  # the audit log cannot be opened: nothing is served
+        print(f"gateway serve: {exc.message}", file=sys.stderr)
+        return 1
+
+
+def _warn_missing_keys(config: GatewayConfig) -> None:
+    """A provider whose API key is not in the environment would fail at its first search:
+    said at start-up, in the operator log, as `gateway config check` says it."""
+    import logging
+    import os
+
+    from gateway.configload.check import missing_api_keys
+
+    log = logging.getLogger("gateway.serve")
+    for issue in missing_api_keys(config, config.source or "", os.environ):
+        log.warning("search provider key missing", extra={"problem": issue.message})
 
 
 def _flags(args: argparse.Namespace) -> argparse.Namespace:
     """Only the flags `build_config` reads: what a spawned worker gets to rebuild its config."""
-    names = ("config", "policy", "host", "port", "proxy_port")
+    names = ("config", "policy", "host", "port", "proxy_port", "log_level")
     return argparse.Namespace(**{name: getattr(args, name, None) for name in names})

@@ -25,7 +25,11 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "verify", help="verify a tool response's DSSE signature", description=__doc__
     )
-    parser.add_argument("response", metavar="RESPONSE.json")
+    parser.add_argument(
+        "response",
+        metavar="RESPONSE.json",
+        help="an HTTP response body, an MCP tool result or its structuredContent; - for stdin",
+    )
     parser.add_argument(
         "--key",
         dest="keys",

@@ -3,15 +3,18 @@
 Owns the configuration schema and its checks, paths resolved against the file's own folder,
 command-line overrides, the non-loopback bind rule and what a reload may change live. The YAML
 hazards are `policy.yamlsource`'s. Referenced files are only checked to exist: policies are
-loaded and validated elsewhere. Never touches the network; never echoes a secret-shaped value.
+loaded and validated elsewhere (`check` loads them as serve would). Never touches the network;
+never echoes a secret-shaped value.
 
 Modules: `load` (entry points, checks across sections, building), `schema` (the keys),
 `values`, `clients`, `providers`, `resolver` (their readers), `serving` (overrides, bind rule,
-reload).
+reload), `check` (`gateway config check`: the file, its policies, the environment).
 """
 
 from __future__ import annotations
 
+from gateway.configload.check import CheckResult, check_config
+from gateway.configload.clients import client_entry, new_token
 from gateway.configload.load import (
     MAX_CONFIG_BYTES,
     ConfigError,
@@ -26,18 +29,24 @@ from gateway.configload.serving import (
     restart_needed,
     watched_files,
 )
+from gateway.configload.values import is_valid_id
 
 __all__ = [
     "BASE_URL_KINDS",
+    "CheckResult",
     "KEYED_KINDS",
     "MAX_CONFIG_BYTES",
     "PROVIDER_KINDS",
     "ConfigError",
     "apply_overrides",
     "check_bind_safety",
+    "check_config",
+    "client_entry",
     "is_loopback_host",
+    "is_valid_id",
     "load_config_bytes",
     "load_config_file",
+    "new_token",
     "restart_needed",
     "watched_files",
 ]

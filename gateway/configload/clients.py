@@ -5,7 +5,9 @@ mistake: no message ever repeats it.
 
 from __future__ import annotations
 
+import hashlib
 import re
+import secrets
 
 from yaml.nodes import Node, ScalarNode
 
@@ -15,9 +17,25 @@ from gateway.policy.yamlwalk import STR_TAG, Field, Walker, integer_field, secti
 
 # SHA-256 of the empty string: a client whose token is "" must never be configured.
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-HASH_HOW_TO = 'store its SHA-256 instead: printf %s "$TOKEN" | sha256sum'
+HASH_HOW_TO = (
+    'store its SHA-256 instead (printf %s "$TOKEN" | sha256sum), or make a new token and its '
+    "line with: gateway token new CLIENT"
+)
 
 _HEX64_RE = re.compile(r"[0-9a-fA-F]{64}\Z")
+TOKEN_PREFIX = "gwt_"  # lets secret scanners recognise a leaked token
+
+
+def new_token() -> tuple[str, str]:
+    """A fresh bearer token (256 random bits) and its SHA-256, the only form stored."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    return token, hashlib.sha256(token.encode()).hexdigest()
+
+
+def client_entry(client_id: str, token_sha256: str, policy: str | None = None) -> str:
+    """The client's line for the `clients` list of a configuration file."""
+    extra = f", policy: {policy}" if policy else ""
+    return f'- {{id: {client_id}, token_sha256: "{token_sha256}"{extra}}}'
 
 
 def _read_token_hash(w: Walker, node: Node, path: str) -> str | None:

@@ -46,21 +46,28 @@ class ConfigError(Exception):
         super().__init__("\n".join(str(i) for i in self.issues))
 
 
-def load_config_file(path: str | os.PathLike[str]) -> GatewayConfig:
+def load_config_file(
+    path: str | os.PathLike[str], *, warnings: list[Issue] | None = None
+) -> GatewayConfig:
     """Read and validate a configuration file; relative paths in it are resolved against
     the file's folder. Issues name the file as given; `source` is its absolute path, so that a
-    reload finds it whatever the working directory. Raises ConfigError with every problem."""
+    reload finds it whatever the working directory. Raises ConfigError with every problem;
+    the warnings of a usable file go to `warnings` when given."""
     source = os.fspath(path)
     try:
         data = read_bounded(path, max_bytes=MAX_CONFIG_BYTES)
     except SourceError as exc:
         raise ConfigError(exc.issues) from None
     absolute = os.path.abspath(source)
-    config = load_config_bytes(data, source=source, base_dir=os.path.dirname(absolute))
+    config = load_config_bytes(
+        data, source=source, base_dir=os.path.dirname(absolute), warnings=warnings
+    )
     return dataclasses.replace(config, source=absolute)
 
 
-def load_config_bytes(data: bytes, *, source: str, base_dir: str) -> GatewayConfig:
+def load_config_bytes(
+    data: bytes, *, source: str, base_dir: str, warnings: list[Issue] | None = None
+) -> GatewayConfig:
     """Validate one configuration document; paths resolve against `base_dir`. An empty
     document is the all-defaults configuration (its default audit path resolved too)."""
     try:
@@ -73,6 +80,8 @@ def load_config_bytes(data: bytes, *, source: str, base_dir: str) -> GatewayConf
     _check_across(walker, top)
     if walker.has_errors:
         raise ConfigError([i for i in walker.issues if i.is_error])
+    if warnings is not None:
+        warnings.extend(sort_issues([i for i in walker.issues if not i.is_error]))
     return _build(top, source=source, base_dir=walker.base_dir)
 
 
@@ -151,7 +160,7 @@ def _build(top: Section, *, source: str, base_dir: str) -> GatewayConfig:
         fetch=_values(top["fetch"], FetchConfig),
         search=_values(top["search"], SearchConfig),
         x_search=_values(top["x_search"], XSearchConfig),
-        resolver=ResolverConfig(hosts=top["resolver"]["hosts"]),
+        resolver=_values(top["resolver"], ResolverConfig),
         tls=_values(top["tls"], TLSConfig),
         proxy=_values(top["proxy"], ProxyConfig),
         server=_values(top["server"], ServerConfig),

@@ -12,6 +12,7 @@ from gateway.config import (
     FetchConfig,
     ListenConfig,
     ProxyConfig,
+    ResolverConfig,
     SearchConfig,
     ServerConfig,
     StateConfig,
@@ -110,7 +111,12 @@ TOP_FIELDS: dict[str, Field] = {
             "allow_private": boolean_field(XSEARCH.allow_private),
         }
     ),
-    "resolver": section_field({"hosts": Field(read_static_hosts, MappingProxyType({}))}),
+    "resolver": section_field(
+        {
+            "hosts": Field(read_static_hosts, MappingProxyType({})),
+            "system_hosts": boolean_field(ResolverConfig().system_hosts),
+        }
+    ),
     "tls": section_field({"ca_file": path_field()}),
     "proxy": section_field(
         {

@@ -138,11 +138,17 @@ def seconds_field(default: float | None, *, allow_zero: bool = False) -> Field:
     return Field(lambda w, n, p: _read_seconds(w, n, p, allow_zero=allow_zero), default)
 
 
+def is_valid_id(text: str) -> bool:
+    """An id (client, provider, instance): 1 to 64 letters, digits, '.', '_' or '-', not
+    only dots (it names files and audit chains)."""
+    return bool(_ID_RE.match(text)) and set(text) != {"."}
+
+
 def read_id(w: Walker, node: Node, path: str) -> str | None:
     text = w.string(node, path)
     if text is None:
         return None
-    if not _ID_RE.match(text) or set(text) == {"."}:
+    if not is_valid_id(text):
         w.error(
             node,
             "bad_id",

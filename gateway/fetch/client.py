@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import yarl
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from gateway import __version__
@@ -220,9 +221,12 @@ class Fetcher:
             async with asyncio.timeout(total):
                 return await self._fetch(policy, trace, options)
         except TimeoutError:
-            raise UpstreamTimeoutError(
+            error: GatewayError = UpstreamTimeoutError(
                 f"the fetch did not finish within {total:g} s (timeouts.total)"
-            ) from None
+            )
+            raise name_the_hop(error, trace) from None
+        except GatewayError as exc:
+            raise name_the_hop(exc, trace) from None
 
     async def _fetch(self, policy: Policy, trace: FetchTrace, options: FetchOptions) -> FetchResult:
         method = options.method
@@ -383,6 +387,22 @@ class Fetcher:
         parts.extend(decoder.finish())
         trace.body_bytes = decoder.decoded
         return b"".join(parts)
+
+
+def name_the_hop(error: GatewayError, trace: FetchTrace) -> GatewayError:
+    """An error after a redirect says at which hop, and to which host, it happened (the host
+    only: a hop's query may carry a secret, and error messages reach the audit log)."""
+    if not trace.redirects:
+        return error
+    hop = trace.redirects[-1]
+    try:
+        host = yarl.URL(hop.url).host
+    except (ValueError, TypeError):
+        host = None
+    where = f"redirect hop {len(trace.redirects)}" + (f" (to {host})" if host else "")
+    error.message = f"{where}: {error.message}"
+    error.args = (error.message,)
+    return error
 
 
 async def _drain(response: aiohttp.ClientResponse) -> None:

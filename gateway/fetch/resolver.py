@@ -1,5 +1,10 @@
 """The one resolver: every answer is checked against a policy before aiohttp may connect.
 
+Names are answered from the configuration's `resolver.hosts`, then (with
+`resolver.system_hosts`) from /etc/hosts, then by the system resolver, asked for the absolute
+name. `localhost` is no exception: it resolves the same way (usually from /etc/hosts), and its
+addresses are decided by the policy like any other answer.
+
 aiohttp connects to exactly the addresses `resolve` returns (keeping the host name for SNI
 and certificate checks), so checking them here pins the connection to checked addresses:
 there is no second lookup that a rebinding DNS server could answer differently. One
@@ -11,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
 import socket
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -39,6 +45,103 @@ class LookupFailedError(OSError):
 
 StaticHosts = Mapping[str, Sequence[IPAddress]]
 
+SYSTEM_HOSTS_PATH = "/etc/hosts"
+MAX_HOSTS_FILE_BYTES = 4 << 20
+
+
+class SystemHosts:
+    """/etc/hosts as a table of name -> addresses, read again when the file changes (its
+    size or modification time), never more than MAX_HOSTS_FILE_BYTES. A file that cannot be
+    read answers nothing: the name then goes to the system resolver."""
+
+    def __init__(self, path: str = SYSTEM_HOSTS_PATH) -> None:
+        self.path = path
+        self._seen: tuple[int, int] | None = None
+        self._table: dict[str, tuple[IPAddress, ...]] = {}
+
+    def table(self) -> Mapping[str, tuple[IPAddress, ...]]:
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            self._seen, self._table = None, {}
+            return self._table
+        seen = (info.st_mtime_ns, info.st_size)
+        if seen != self._seen:
+            self._table = _read_hosts_file(self.path)
+            self._seen = seen
+        return self._table
+
+
+def _read_hosts_file(path: str) -> dict[str, tuple[IPAddress, ...]]:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_HOSTS_FILE_BYTES)
+    except OSError:
+        return {}
+    return parse_hosts_text(data.decode("utf-8", "replace"))
+
+
+def parse_hosts_text(text: str) -> dict[str, tuple[IPAddress, ...]]:
+    """hosts(5): an address, then its names; `#` starts a comment. Names are folded to lower
+    case without a trailing dot; an address listed for a name again is kept once."""
+    table: dict[str, dict[IPAddress, None]] = {}
+    for line in text.splitlines():
+        fields = line.split("#", 1)[0].split()
+        if len(fields) < 2:
+            continue
+        try:
+            ip = ipaddress.ip_address(fields[0].split("%", 1)[0])
+        except ValueError:
+            continue
+        for name in fields[1:]:
+            table.setdefault(name.rstrip(".").lower(), {})[ip] = None
+    return {name: tuple(found) for name, found in table.items()}
+
+
+class HostsTable(Mapping[str, Sequence[IPAddress]]):
+    """The names the gateway answers itself: `resolver.hosts` first, then, when
+    `system_hosts` is on, /etc/hosts. Both answers are checked like any other."""
+
+    def __init__(self, static: StaticHosts, system: SystemHosts | None = None) -> None:
+        self.static = dict(static)
+        self.system = system
+
+    def __getitem__(self, name: str) -> Sequence[IPAddress]:
+        found = self.static.get(name)
+        if found is None and self.system is not None:
+            found = self.system.table().get(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        names = dict.fromkeys(self.static)
+        if self.system is not None:
+            names.update(dict.fromkeys(self.system.table()))
+        return iter(names)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def hosts_table(
+    static: Mapping[str, Sequence[str]], *, system_hosts: bool, path: str = SYSTEM_HOSTS_PATH
+) -> HostsTable:
+    """The table for `resolver.hosts` and `resolver.system_hosts` from the configuration."""
+    return HostsTable(parse_static_hosts(static), SystemHosts(path) if system_hosts else None)
+
+
+def unresolved_hint(name: str, table: StaticHosts | None = None) -> str:
+    """Why a name that /etc/hosts lists did not resolve, and the keys that fix it."""
+    if isinstance(table, HostsTable) and table.system is not None:
+        return ""
+    if name not in _read_hosts_file(SYSTEM_HOSTS_PATH):
+        return ""
+    return (
+        f"; {name} is in /etc/hosts, which the gateway reads only with resolver.system_hosts: "
+        "true (or list the name under resolver.hosts)"
+    )
+
 
 class PolicyResolver(AbstractResolver):
     def __init__(
@@ -50,7 +153,7 @@ class PolicyResolver(AbstractResolver):
         lookup_timeout: float = 5.0,
     ) -> None:
         self._policy = policy
-        self._static = dict(static_hosts or {})
+        self._static: StaticHosts = static_hosts if static_hosts is not None else {}
         self._own = own_addresses
         self._lookup_timeout = lookup_timeout
         self.last_answers: dict[str, tuple[IPAddress, ...]] = {}
@@ -89,7 +192,8 @@ class PolicyResolver(AbstractResolver):
                 self._lookup_timeout,
             )
         except (OSError, TimeoutError) as exc:
-            raise LookupFailedError(f"{name} did not resolve: {exc}") from exc
+            hint = unresolved_hint(name, self._static)
+            raise LookupFailedError(f"{name} did not resolve: {exc}{hint}") from exc
         seen: dict[IPAddress, None] = {}
         for info in infos:
             addr = str(info[4][0]).split("%", 1)[0]

@@ -31,7 +31,6 @@ from gateway.policy.model import (
 )
 from gateway.policy.rules import (
     check_cross_lists,
-    check_network_allow,
     domain_rules,
     network_rules,
 )
@@ -278,7 +277,6 @@ def _compile(
     domains, networks = top["domains"], top["networks"]
     timeouts, limits = top["timeouts"], top["limits"]
     check_cross_lists(w, domains, networks)
-    check_network_allow(w, networks)
     if timeouts.valid("connect", "total") and timeouts["total"] < timeouts["connect"]:
         w.error(
             timeouts.nodes["total"] if "total" in timeouts.nodes else timeouts.nodes.get("connect"),

@@ -184,7 +184,25 @@ def network_rules() -> Field:
 
 def _network_rule(w: Walker, node: Node, rule_id: str) -> NetworkRule | None:
     network = _network(w, node, rule_id)
-    return None if network is None else NetworkRule(network, rule_id)
+    if network is None:
+        return None
+    if rule_id.startswith("networks.allow["):
+        _warn_metadata_only(w, node, rule_id, network)
+    return NetworkRule(network, rule_id)
+
+
+def _warn_metadata_only(w: Walker, node: Node, rule_id: str, network: IPNetwork) -> None:
+    """A `networks.allow` entry that names only cloud metadata addresses never applies: they
+    are refused whatever `networks.allow` says. A warning, like a dead rule; checked entry by
+    entry, so a bad entry elsewhere in the list does not hide it."""
+    row = metadata_range_holding(network)
+    if row is not None:
+        w.warning(
+            node,
+            "ineffective_rule",
+            f"{rule_id} {network} never applies: every address in it is in "
+            f"{row.network}, a {row.label}; those are refused whatever networks.allow says",
+        )
 
 
 def _network(w: Walker, node: Node, rule_id: str) -> Any:
@@ -230,22 +248,6 @@ def check_cross_lists(w: Walker, domains: Section, networks: Section) -> None:
                         f"{deny.network} denies it (deny wins)",
                     )
                     break
-
-
-def check_network_allow(w: Walker, networks: Section) -> None:
-    """A `networks.allow` entry that names only cloud metadata addresses never applies: they
-    are refused whatever `networks.allow` says (CONTRACT 3.2). A warning, like a dead rule."""
-    if not networks.valid("allow"):
-        return
-    for rule, node in networks["allow"]:
-        row = metadata_range_holding(rule.network)
-        if row is not None:
-            w.warning(
-                node,
-                "ineffective_rule",
-                f"{rule.rule_id} {rule.network} never applies: every address in it is in "
-                f"{row.network}, a {row.label}; those are refused whatever networks.allow says",
-            )
 
 
 def _deny_covers(deny: IPNetwork, allow: IPNetwork) -> bool:

@@ -26,6 +26,7 @@ from gateway.fetch.tunnel import open_tunnel
 from gateway.fetch.upstream import has_body, request_head
 from gateway.limits import Lease
 from gateway.policy.engine import Decision, Reason, decide_target, decide_url
+from gateway.policy.hints import refusal_text
 from gateway.policy.model import Policy
 from gateway.policy.urls import InvalidURLError, Target, parse_url
 from gateway.runtime import ClientIdentity
@@ -250,7 +251,7 @@ class Exchange:
             400 if invalid else 403,
             str(decision.reason),
             decision.rule,
-            "refused by the gateway: " + decision.describe(),
+            "refused by the gateway: " + refusal_text(decision),
             True,
         )
 

@@ -52,7 +52,6 @@ async def serve(
     (`fingerprint_config_source`), so that an edit made while it was read is a change."""
     loaded = startup_fingerprints(config, config_seen)
     services = Services(config)
-    services.open()
     try:
         if services.shared is not None:
             await services.shared.start()
@@ -72,6 +71,7 @@ async def serve(
     stop = stop or asyncio.Event()
     binds: list[tuple[str, int]] = []
     snapshots: asyncio.Future[None] | None = None
+    opened = False
     try:
         # Written before the port opens, so the other workers' scrapes count this one at once.
         snapshots = _share_metrics(services, worker_metrics)
@@ -88,6 +88,11 @@ async def serve(
         binds.extend(_bound(site))
         for hook in services.extra_sites:
             binds.extend(await hook(services))
+        # The audit log opens (log_start) only once every port is bound: a start that fails
+        # to bind writes nothing. A request in the moment between is refused, as any request
+        # the log cannot record is.
+        services.open()
+        opened = True
         await services.fetcher.set_own_addresses(own_listening_addresses(binds))
         _install_signals(services, stop)
         log.info(
@@ -124,7 +129,8 @@ async def serve(
             worker_metrics.close()
         await runner.cleanup()
         await services.close()
-        log.info("stopped", extra={"audit_seq": services.audit.seq})
+        if opened:
+            log.info("stopped", extra={"audit_seq": services.audit.seq})
     return 0
 
 

@@ -219,6 +219,25 @@ def test_a_second_writer_on_the_same_file_fails_clearly(tmp_path: Path) -> None:
     second = open_log(path)  # the lock is released by close()
     second.close()
     assert_linked(read_lines(tmp_path / "gw-gw-test.jsonl"))
+    assert not list(tmp_path.glob("*.lock"))  # a clean close leaves no lock file behind
+
+
+def test_the_lock_file_exists_only_while_held(tmp_path: Path) -> None:
+    path = tmp_path / "gw.jsonl"
+    log = open_log(path)
+    lock = tmp_path / "gw.jsonl.lock"
+    assert lock.exists()
+    log.close()
+    assert not lock.exists()
+    first, second = open_log(path), None
+    try:
+        with pytest.raises(AuditWriteError, match="already being written"):
+            second = open_log(path)
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+    assert not lock.exists()
 
 
 def test_rotation_starts_each_file_with_log_rotate(tmp_path: Path) -> None:

@@ -60,7 +60,12 @@ def signed(tmp_path: Path) -> tuple[Path, str, Path]:
 def test_verify_valid(signed: tuple[Path, str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     path, key, checkpoints = signed
     assert run(["verify", str(path), "--key", key, "--checkpoints", str(checkpoints)]) == 0
-    assert capsys.readouterr().out.splitlines() == [f"{path}: valid", f"{checkpoints}: valid"]
+    assert capsys.readouterr().out.splitlines() == [
+        f"{path}: valid",
+        "chain gw-test: valid (1 file, 10 records, seq 1-10)",
+        f"{checkpoints}: valid",
+        "set: valid (1 chain, 1 file, 1 checkpoints file)",
+    ]
 
 
 def test_verify_names_the_edited_line(
@@ -73,7 +78,11 @@ def test_verify_names_the_edited_line(
     assert run(["verify", str(path), "--key", key]) == 1
     out = capsys.readouterr().out
     assert out.startswith(f"{path}: INVALID: line 5 was altered")
-    assert out.rstrip().endswith("(line 5)")
+    assert out.splitlines()[0].endswith("(line 5)")
+    assert out.splitlines()[-2:] == [
+        "chain gw-test: INVALID (1 file, 5 records, seq 1-5)",
+        "set: INVALID (1 chain, 1 file; 1 invalid)",
+    ]
 
 
 def test_verify_with_a_wrong_key(
@@ -116,14 +125,22 @@ def test_verify_several_files_of_one_chain_with_warnings_and_json(
     files = rotated_files(tmp_path)
     assert run(["verify", *files]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert [line for line in out if not line.startswith("  ")] == [f"{f}: valid" for f in files]
-    assert out[-1] == (
+    assert [line for line in out if not line.startswith("  ")] == [
+        *(f"{f}: valid" for f in files),
+        f"chain gw-test: valid ({len(files)} files, 12 records, seq 1-12)",
+        f"set: valid (1 chain, {len(files)} files)",
+    ]
+    assert out[-3] == (
         "  warning: no signed checkpoints: records removed from the end of the log cannot be "
         "detected"
     )
-    assert run(["verify", "--json", *files[1:]]) == 0
-    reports = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert run(["verify", "--json", *reversed(files[1:])]) == 0  # put in chain order
+    objects = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
+    reports = [o for o in objects if o["kind"] == "log"]
     assert [r["path"] for r in reports] == files[1:]
+    assert (objects[-2]["kind"], objects[-2]["chain"]) == ("chain", "gw-test")
+    assert objects[-2]["files"] == files[1:] and objects[-2]["valid"] is True
+    assert objects[-1]["kind"] == "set" and objects[-1]["valid"] is True
     assert "continues a chain from a file not given" in reports[0]["warnings"][0]
 
 

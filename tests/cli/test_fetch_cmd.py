@@ -12,7 +12,7 @@ def write_config(tmp_path, upstream, policy_path: str) -> str:
     config = tmp_path / "gateway.yaml"
     config.write_text(
         f"policy: {policy_path}\n"
-        f"audit: {{path: \"{tmp_path / 'audit' / 'fetch-{instance}.jsonl'}\"}}\n"
+        f'audit: {{path: "{tmp_path / "audit" / "fetch-{instance}.jsonl"}"}}\n'
         "instance_id: cli-test\n"
         "resolver:\n  hosts:\n    site.example.com: [127.0.0.1]\n"
     )
@@ -26,30 +26,44 @@ async def run_cli(*args: str) -> int:
     return await asyncio.get_running_loop().run_in_executor(None, main, list(args))
 
 
-async def test_fetch_prints_the_result_and_audits_to_the_file(tmp_path, upstream, write_policy, capsys) -> None:
+async def test_fetch_prints_the_result_and_audits_to_the_file(
+    tmp_path, upstream, write_policy, capsys
+) -> None:
     from tests.conftest import loopback_policy
 
     config = write_config(tmp_path, upstream, write_policy(loopback_policy(upstream.port)))
-    status = await run_cli("fetch", f"http://site.example.com:{upstream.port}/page", "--config", config)
-    out = capsys.readouterr().out
+    status = await run_cli(
+        "fetch", f"http://site.example.com:{upstream.port}/page", "--config", config
+    )
+    captured = capsys.readouterr()
+    out = captured.out
     assert status == 0
+    where = tmp_path / "audit" / "fetch-cli-test.jsonl"
+    assert captured.err.splitlines()[-1] == f"gateway fetch: audit records in {where}"
     body = orjson.loads(out)
     assert body["envelope"]["tool"] == "WebFetch" and body["envelope"]["status"] == 200
     audit = tmp_path / "audit" / "fetch-cli-test.jsonl"
     records = [orjson.loads(line) for line in audit.read_bytes().splitlines()]
-    assert [r["event"]["action"] for r in records if r["event"]["action"] == "WebFetch"] == ["WebFetch"]
+    assert [r["event"]["action"] for r in records if r["event"]["action"] == "WebFetch"] == [
+        "WebFetch"
+    ]
     assert b'"event"' not in out.encode().split(b"\n", 1)[0]  # stdout holds the result only
     assert all(report.valid for report in verify_files([str(audit)]))
 
 
-async def test_fetch_refusal_prints_the_error_and_exits_1(tmp_path, upstream, write_policy, capsys) -> None:
+async def test_fetch_refusal_prints_the_error_and_exits_1(
+    tmp_path, upstream, write_policy, capsys
+) -> None:
     from tests.conftest import loopback_policy
 
     config = write_config(tmp_path, upstream, write_policy(loopback_policy(upstream.port)))
     status = await run_cli("fetch", "http://169.254.169.254/latest/", "--config", config)
     body = orjson.loads(capsys.readouterr().out)
     assert status == 1
-    assert (body["error"]["code"], body["error"]["reason"]) == ("policy_denied", "ip_literal_not_allowed")
+    assert (body["error"]["code"], body["error"]["reason"]) == (
+        "policy_denied",
+        "ip_literal_not_allowed",
+    )
 
 
 async def test_fetch_with_a_broken_policy_exits_2(tmp_path, write_policy, capsys) -> None:

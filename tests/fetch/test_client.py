@@ -280,3 +280,32 @@ async def test_pools_are_not_shared_across_policies(fetcher, policy, upstream) -
     await fetch(fetcher, policy, url(upstream, "/text"))
     await fetch(fetcher, other, url(upstream, "/text"))
     assert len(fetcher._sessions) == 2
+
+
+async def test_an_error_after_a_redirect_names_the_hop(fetcher, policy, upstream) -> None:
+    # Hop 1 goes to a port where nothing listens: the error says which hop, and to which host.
+    closed = make_policy(
+        allow=[".example.com"], ports=(upstream.port, 1), net_allow=["127.0.0.0/8"]
+    )
+    target = "http://other.example.com:1/page?token=s3cret"
+    with pytest.raises(UpstreamUnreachableError) as info:
+        await fetch(fetcher, closed, url(upstream, f"/redirect?to={target}"))
+    assert info.value.message.startswith("redirect hop 1 (to other.example.com): ")
+    assert "s3cret" not in info.value.message
+
+
+async def test_a_denied_hop_is_named_in_the_refusal(fetcher, policy, upstream) -> None:
+    with pytest.raises(PolicyDeniedError) as info:
+        await fetch(fetcher, policy, url(upstream, "/redirect?to=http://evil.test/"))
+    assert info.value.message.startswith("redirect hop 1 (to evil.test): domain not allowed")
+    assert info.value.rule == "default"
+
+
+async def test_a_response_too_large_names_its_rule(fetcher, policy, upstream) -> None:
+    with pytest.raises(ResponseTooLargeError) as info:
+        await fetch(fetcher, policy, url(upstream, "/gzip-bomb"))
+    assert (info.value.reason, info.value.rule) == (
+        "response_too_large",
+        "limits.max_response_bytes",
+    )
+    assert info.value.to_dict()["rule"] == "limits.max_response_bytes"

@@ -1,0 +1,39 @@
+"""`gateway token new`: a fresh token each time, and a clients entry the loader accepts."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from gateway.cli import main
+from gateway.configload import load_config_bytes
+
+
+def test_token_and_its_entry(tmp_path, capsys) -> None:
+    assert main(["token", "new", "research-agent"]) == 0
+    out = capsys.readouterr().out
+    token = re.search(r"^token: (gwt_[A-Za-z0-9_-]{43})$", out, re.M).group(1)
+    entry = re.search(r"^  (- \{id: research-agent, .*\})$", out, re.M).group(1)
+    config = load_config_bytes(
+        f"clients:\n  {entry}\n".encode(), source="t.yaml", base_dir=str(tmp_path)
+    )
+    assert config.clients[0].id == "research-agent"
+    assert config.clients[0].token_sha256 == hashlib.sha256(token.encode()).hexdigest()
+    assert main(["token", "new", "research-agent"]) == 0
+    assert token not in capsys.readouterr().out  # never the same token twice
+
+
+def test_token_entry_names_the_policy(tmp_path, capsys) -> None:
+    (tmp_path / "p.yaml").write_text("name: p\n")
+    assert main(["token", "new", "a", "--policy", "p.yaml"]) == 0
+    entry = re.search(r"^  (- \{.*\})$", capsys.readouterr().out, re.M).group(1)
+    config = load_config_bytes(
+        f"clients:\n  {entry}\n".encode(), source="t.yaml", base_dir=str(tmp_path)
+    )
+    assert config.clients[0].policy == str(tmp_path / "p.yaml")
+
+
+def test_a_bad_client_id_is_refused(capsys) -> None:
+    assert main(["token", "new", "../etc"]) == 2
+    captured = capsys.readouterr()
+    assert "not a client id" in captured.err and "gwt_" not in captured.out
