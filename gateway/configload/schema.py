@@ -12,6 +12,7 @@ from gateway.config import (
     FetchConfig,
     ListenConfig,
     ProxyConfig,
+    ReviewConfig,
     SearchConfig,
     ServerConfig,
     StateConfig,
@@ -132,4 +133,5 @@ TOP_FIELDS: dict[str, Field] = {
             "metrics_need_token": boolean_field(_SERVER.metrics_need_token),
         }
     ),
+    "review": section_field({"enabled": boolean_field(ReviewConfig().enabled)}),
 }
