@@ -40,6 +40,7 @@ class Tick:
     x: float
     y: float
     label: str
+    anchor: str = "middle"  # SVG text-anchor: the end ticks stay inside the picture
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +102,13 @@ def build_chart(
             x_of(first + i * (end - first) / 4),
             HEIGHT - 12,
             format_time(first + i * (end - first) / 4),
+            "start" if i == 0 else "end" if i == 4 else "middle",
         )
         for i in range(5)
     )
     y_ticks = tuple(
-        Tick(LEFT - 6, TOP + plot_h - plot_h * i / 4, str(round(tallest * i / 4))) for i in range(5)
+        Tick(LEFT - 6, TOP + plot_h - plot_h * i / 4, str(round(tallest * i / 4)), "end")
+        for i in range(5)
     )
     return Chart(WIDTH, HEIGHT, tuple(bars), markers, x_ticks, y_ticks, step, False)
 

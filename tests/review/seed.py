@@ -8,8 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from gateway.audit import AuditLog
-from tests.audit.logfiles import FakeClock, fetch_record
+from gateway.provenance.dsse import Signer, generate_keypair
+from tests.audit.logfiles import FakeClock, fetch_record, read_lines, write_lines
 
 START = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 BIG = "A" * 100_000 + "THE-END-OF-THE-BIG-VALUE"
@@ -39,13 +42,21 @@ def denied(i: int, **fields: Any) -> dict[str, Any]:
 
 
 def write_folder(folder: Path, *, beacon: str = "http://127.0.0.1:9/beacon") -> dict[str, Any]:
-    """A realistic audit folder; returns what the tests look for."""
+    """A realistic audit folder: chain gw-a signed (checkpoints at each rotation) and rotated,
+    gw-b plain, gw-c with an edited record (its chain INVALID at line 3). The signing key
+    (PEM) sits beside the folder, in `keys/`. Returns what the tests look for."""
     folder.mkdir(parents=True, exist_ok=True)
     template = str(folder / "gateway-{instance}.jsonl")
     clock = FakeClock(START)
     hostile = hostile_strings(beacon)
+    keys = folder.parent / "keys"
+    keys.mkdir(exist_ok=True)
+    private_key, _, _ = generate_keypair(keys)
+    signer = Signer.from_pem_file(private_key)
 
-    main = AuditLog(template, instance_id="gw-a", version="test", clock=clock, rotate_bytes=4096)
+    main = AuditLog(
+        template, instance_id="gw-a", version="test", clock=clock, rotate_bytes=4096, signer=signer
+    )
     main.open()
     for i in range(30):
         clock.now += 60
@@ -94,4 +105,21 @@ def write_folder(folder: Path, *, beacon: str = "http://127.0.0.1:9/beacon") -> 
             )
         )
     other.close()
-    return {"template": template, "hostile": hostile, "reload_policy": "research-v2"}
+
+    tampered = AuditLog(template, instance_id="gw-c", version="test", clock=FakeClock(START + 600))
+    tampered.open()
+    for i in range(4):
+        tampered.append(denied(400 + i, client={"id": "coding-agent"}))
+    tampered.close()
+    path = folder / "gateway-gw-c.jsonl"
+    lines = read_lines(path)
+    record = orjson.loads(lines[2])
+    record["policy"]["decision"] = "allow"  # an attacker turning a refusal into a pass
+    lines[2] = orjson.dumps(record)
+    write_lines(path, lines)
+    return {
+        "template": template,
+        "hostile": hostile,
+        "reload_policy": "research-v2",
+        "signing_key": str(private_key),
+    }

@@ -167,12 +167,16 @@ async def test_login_never_redirects_off_the_review_page(gateway, target) -> Non
     assert response.headers["Location"] == "/review/"
 
 
-async def test_a_login_posted_from_another_site_is_refused(gateway) -> None:
+@pytest.mark.parametrize(
+    "headers",
+    [{"Origin": "https://evil.example"}, {"Origin": "null", "Sec-Fetch-Site": "cross-site"}],
+    ids=["origin", "fetch-site"],
+)
+async def test_a_login_posted_from_another_site_is_refused(gateway, headers) -> None:
     client, _ = gateway
-    response = await client.post(
-        "/review/login", data={"token": REVIEWER}, headers={"Origin": "https://evil.example"}
-    )
+    response = await client.post("/review/login", data={"token": REVIEWER}, headers=headers)
     assert response.status == 403
+    assert "Set-Cookie" not in response.headers
 
 
 async def test_a_forged_or_foreign_session_cookie_opens_nothing(gateway) -> None:

@@ -7,6 +7,7 @@ cannot starve the gateway), and the result goes to a template.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlencode
@@ -190,11 +191,16 @@ async def timeline_page(request: web.Request) -> web.Response:
         chains=page.chains,
         files=page.files,
         streamed=request.app[FOLDER].streamed,
-        folder=request.app[FOLDER].folder,
+        folder=_folder_name(request),
         tools=TOOLS,
         decisions=[d.value for d in Disposition],
         clients=[client.id for client in services.state.clients],
     )
+
+
+def _folder_name(request: web.Request) -> str:
+    """The folder's own name: where it sits on the host is the operator's business."""
+    return os.path.basename(request.app[FOLDER].folder) + "/"
 
 
 def _row(entry: Entry) -> dict[str, Any]:
@@ -294,7 +300,7 @@ async def summary_page(request: web.Request) -> web.Response:
         stack=[d.value for d in STACK],
         reloads=[
             {
-                **_reload_fields(r.timestamp),
+                "time": format_time(r.timestamp),
                 "outcome": r.outcome,
                 "policy": r.policy,
                 "sha256": r.sha256,
@@ -302,10 +308,6 @@ async def summary_page(request: web.Request) -> web.Response:
             for r in reversed(tally.reloads)
         ],
     )
-
-
-def _reload_fields(timestamp: float) -> dict[str, Any]:
-    return {"time": format_time(timestamp)}
 
 
 async def chains_page(request: web.Request) -> web.Response:
@@ -317,7 +319,7 @@ async def chains_page(request: web.Request) -> web.Response:
         reviewer=reviewer,
         states=states,
         streamed=request.app[FOLDER].streamed,
-        folder=request.app[FOLDER].folder,
+        folder=_folder_name(request),
         keys=len(request.app[CHECKER].public_keys),
     )
 
@@ -342,8 +344,13 @@ async def login_page(request: web.Request) -> web.Response:
 
 
 async def login_submit(request: web.Request) -> web.Response:
+    # The page's no-referrer policy makes browsers send `Origin: null`; Sec-Fetch-Site tells
+    # a cross-site post apart all the same.
     origin = request.headers.get("Origin")
-    if origin is not None and origin != f"{request.scheme}://{request.host}":
+    site = request.headers.get("Sec-Fetch-Site")
+    if (origin not in (None, "null") and origin != f"{request.scheme}://{request.host}") or (
+        site is not None and site not in ("same-origin", "none")
+    ):
         raise ForbiddenError("the login form was sent from another site")
     form = await request.post()
     token = form.get("token")
