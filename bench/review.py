@@ -31,6 +31,7 @@ from aiohttp import ClientSession, web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from gateway.audit.summary import summarise_files  # noqa: E402
 from gateway.config import AuditConfig, GatewayConfig, ReviewConfig  # noqa: E402
 from gateway.runtime import Services  # noqa: E402
 from gateway.server.app import make_app  # noqa: E402
@@ -183,6 +184,12 @@ async def run(args: argparse.Namespace, root: Path) -> None:
                 f"newest, {args.big_mb} MB": await peak_memory(session, gateways["big"].base + newest),
                 f"filtered, {million[0]} records": await peak_memory(session, gateways["million"].base + filtered),
             }
+            # The summary reads every file once, then only what was written since.
+            summary_first, _ = await timed_get(session, gateways["million"].base + "/review/summary")
+            summary_again, _ = await timed_get(session, gateways["million"].base + "/review/summary")
+            began = time.perf_counter()
+            summarise_files([str(path) for path in million[2]])
+            cli_summary = time.perf_counter() - began
     finally:
         for gateway in gateways.values():
             await gateway.close()
@@ -199,6 +206,7 @@ async def run(args: argparse.Namespace, root: Path) -> None:
     print(f"filtered view / grep -F: {grep_ratio:.2f}x (target <= 3: {'met' if grep_ratio <= 3 else 'MISSED'})")
     for label, peak in memory.items():
         print(f"peak traced memory, {label}: {peak / 1024:.0f} KB")
+    print(f"summary of {million[0]} records: first view {summary_first * 1000:.0f} ms, next view {summary_again * 1000:.1f} ms; `gateway audit summary` over the same files {cli_summary * 1000:.0f} ms")
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
 """The review page's routes: the timeline, a record, the summaries with the chart, the chains,
 login and logout, and the two static files. Only translation: the query goes to
 `gateway.review`, whose reading runs in a worker thread (one view at a time, so a reviewer
-cannot starve the gateway), and the result goes to a template.
+cannot starve the gateway; chain verification queues apart), and the result goes to a
+template.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 from jinja2 import Environment
 
+from gateway.audit.chain import AuditAction
 from gateway.audit.fields import (
     Disposition,
     action_of,
@@ -29,6 +31,7 @@ from gateway.audit.fields import (
     url_of,
 )
 from gateway.errors import UnauthorizedError
+from gateway.metrics import ACTIONS
 from gateway.review.chains import ChainChecker
 from gateway.review.chart import STACK, build_chart
 from gateway.review.files import AuditFolder
@@ -63,20 +66,8 @@ SECURITY_HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Resource-Policy": "same-origin",
 }
-TOOLS = (
-    "WebFetch",
-    "WebSearch",
-    "XSearch",
-    "Research",
-    "proxy_http",
-    "proxy_connect",
-    "tunnel_close",
-    "auth_failure",
-    "policy_reload",
-    "log_start",
-    "log_rotate",
-    "checkpoint",
-)
+# The tool filter's choices: every action the gateway records.
+TOOLS = (*sorted(ACTIONS), RELOAD_ACTION, *AuditAction)
 STATIC_TYPES = {"review.css": "text/css", "favicon.svg": "image/svg+xml"}
 
 ENV = web.AppKey("review_env", Environment)
@@ -84,6 +75,7 @@ FOLDER = web.AppKey("review_folder", AuditFolder)
 OVERVIEW = web.AppKey("review_overview", Overview)
 CHECKER = web.AppKey("review_checker", ChainChecker)
 WORK = web.AppKey("review_work", asyncio.Semaphore)
+VERIFY_WORK = web.AppKey("review_verify_work", asyncio.Semaphore)
 FILES = web.AppKey("review_static", dict)
 
 
@@ -101,6 +93,8 @@ def build_review_app(parent: web.Application) -> web.Application:
         folder, public_keys=keys, checkpoints_template=audit.checkpoints_path
     )
     app[WORK] = asyncio.Semaphore(1)
+    # Verifying a large chain takes as long as `audit verify`: it waits apart from the views.
+    app[VERIFY_WORK] = asyncio.Semaphore(1)
     app[FILES] = {name: (STATIC / name).read_bytes() for name in STATIC_TYPES}
     app.router.add_get("/", timeline_page)
     app.router.add_get("/record", record_page)
@@ -157,9 +151,14 @@ def error_page(
     )
 
 
-async def offload(request: web.Request, work: Callable[..., T], *args: Any) -> T:
-    """Run a blocking read in a thread, one at a time."""
-    async with request.app[WORK]:
+async def offload(
+    request: web.Request,
+    work: Callable[..., T],
+    *args: Any,
+    queue: web.AppKey[asyncio.Semaphore] = WORK,
+) -> T:
+    """Run a blocking read in a thread, one at a time per queue."""
+    async with request.app[queue]:
         return await asyncio.to_thread(work, *args)
 
 
@@ -312,7 +311,7 @@ async def summary_page(request: web.Request) -> web.Response:
 
 async def chains_page(request: web.Request) -> web.Response:
     reviewer = reviewer_of(request)
-    states = await offload(request, request.app[CHECKER].states)
+    states = await offload(request, request.app[CHECKER].states, queue=VERIFY_WORK)
     return render(
         request,
         "chains.html",
