@@ -24,28 +24,30 @@ _TIMESTAMP_PREFIX = b'{"@timestamp":"'  # how the writer starts every line
 
 
 def lines_backwards(
-    path: str, *, end: int | None = None, needles: Sequence[bytes] = ()
+    path: str, *, begin: int = 0, end: int | None = None, needles: Sequence[bytes] = ()
 ) -> Iterator[tuple[int, bytes]]:
-    """(offset, line without its newline) for each complete line that ends before `end`
-    (default: the end of the file), newest first. A last line without its newline (being
-    written, or torn) and lines over the record limit are skipped. With `needles`, only lines
-    holding at least one of them."""
+    """(offset, line without its newline) for each complete line that starts at or after
+    `begin` (a line's start) and ends before `end` (default: the end of the file), newest
+    first. A last line without its newline (being written, or torn) and lines over the record
+    limit are skipped. With `needles`, only lines holding at least one of them."""
     with open(path, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
-        yield from _scan(handle, size if end is None else min(end, size), needles)
+        yield from _scan(handle, begin, size if end is None else min(end, size), needles)
 
 
-def _scan(handle: BinaryIO, pos: int, needles: Sequence[bytes]) -> Iterator[tuple[int, bytes]]:
+def _scan(
+    handle: BinaryIO, begin: int, pos: int, needles: Sequence[bytes]
+) -> Iterator[tuple[int, bytes]]:
     chunk = FIRST_CHUNK
     carry = b""  # the start of a line that began before `pos`, its newline included
-    while pos > 0:
-        start = max(0, pos - chunk)
+    while pos > begin:
+        start = max(begin, pos - chunk)
         chunk = min(chunk * 2, MAX_CHUNK)
         handle.seek(start)
         buffer = handle.read(pos - start) + carry
         pos = start
         carry = b""
-        if start > 0:
+        if start > begin:
             cut = buffer.find(b"\n")
             if cut == -1:
                 # Wholly inside a line being dropped: the unterminated last line, or one
@@ -55,7 +57,7 @@ def _scan(handle: BinaryIO, pos: int, needles: Sequence[bytes]) -> Iterator[tupl
             if cut < MAX_LINE_BYTES + 1:
                 carry = buffer[: cut + 1]
         else:
-            region, base = buffer, 0
+            region, base = buffer, begin
         if region and not region.endswith(b"\n"):
             # The end is the piece of a dropped line (see above): keep whole lines only.
             region = region[: region.rfind(b"\n") + 1]

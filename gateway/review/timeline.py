@@ -1,7 +1,8 @@
 """The timeline: the records of every chain in the folder, newest first, filtered and paged.
 
 Each chain is read backwards from where the page starts (the end, the `until` bound or the
-previous page's cursor, found by bisection), and the chains are merged by time. A page costs
+previous page's cursor) down to the `since` bound, both found by bisection, and the chains
+are merged by time. A page costs
 the records it shows plus the lines skipped to find them, never the size of the log; with
 filters the skipped lines are only searched for the filter's bytes, not parsed.
 """
@@ -78,10 +79,15 @@ def _chain_entries(chain: Chain, query: Query) -> Iterator[Entry]:
     needles = query.scan_needles()
     newer = float("inf")  # the time of the record after the current one
     for file in reversed(chain.files):
-        end = offset_after(file.path, bound) if bound is not None else None
-        if end == 0:
+        try:
+            end = offset_after(file.path, bound) if bound is not None else None
+            # Records at `since` or later (timestamps have millisecond precision).
+            begin = offset_after(file.path, query.since - 0.0005) if query.since else 0
+        except FileNotFoundError:  # rotated away meanwhile
             continue
-        for entry in _file_entries(file, chain.instance, end, needles, query, newer):
+        if end == 0 or (end is not None and begin >= end):
+            continue
+        for entry in _file_entries(file, chain.instance, begin, end, needles, query, newer):
             newer = entry.timestamp
             if query.since is not None and entry.timestamp < query.since:
                 return
@@ -98,13 +104,14 @@ def _chain_entries(chain: Chain, query: Query) -> Iterator[Entry]:
 def _file_entries(
     file: LogFile,
     instance: str,
+    begin: int,
     end: int | None,
     needles: tuple[bytes, ...],
     query: Query,
     newer: float,
 ) -> Iterator[Entry]:
     try:
-        lines = lines_backwards(file.path, end=end, needles=needles)
+        lines = lines_backwards(file.path, begin=begin, end=end, needles=needles)
         for offset, line in lines:
             if needles and not query.line_may_match(line):
                 continue

@@ -44,9 +44,18 @@ def test_lines_come_newest_first_whatever_the_chunking(
     assert list(lines_backwards(str(tmp_path / "f"), needles=[b"hit", b"7"])) == wanted
 
 
-def test_end_stops_before_an_offset(tmp_path: Path, small_chunks: None) -> None:
-    expected = write(tmp_path / "f", [b"a", b"bb", b"ccc"])
-    assert list(lines_backwards(str(tmp_path / "f"), end=expected[2][0])) == expected[:2][::-1]
+def test_begin_and_end_bound_the_lines(tmp_path: Path, small_chunks: None) -> None:
+    expected = write(tmp_path / "f", [b"a", b"bb", b"ccc", b"d" * 30, b"eeeee"])
+    path = str(tmp_path / "f")
+    assert list(lines_backwards(path, end=expected[2][0])) == expected[:2][::-1]
+    assert list(lines_backwards(path, begin=expected[1][0])) == expected[1:][::-1]
+    assert (
+        list(lines_backwards(path, begin=expected[1][0], end=expected[4][0])) == expected[1:4][::-1]
+    )
+    assert (
+        list(lines_backwards(path, begin=expected[3][0], needles=[b"e", b"d"]))
+        == expected[3:][::-1]
+    )
 
 
 def test_lines_over_the_record_limit_are_skipped(
