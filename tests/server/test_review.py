@@ -356,3 +356,52 @@ async def test_the_static_files_are_served_and_nothing_else(gateway) -> None:
     css = await client.get("/review/static/review.css")
     assert css.status == 200 and css.content_type == "text/css"
     assert (await client.get("/review/static/..%2Fpages.py")).status == 404
+
+
+def test_a_reviewers_token_is_refused_by_the_proxy() -> None:
+    import base64
+
+    from gateway.errors import UnauthorizedError
+    from gateway.policy.load import load_default_policy
+    from gateway.runtime import ClientIdentity, PolicyState
+    from gateway.server.proxy_auth import authenticate_basic
+
+    policy = load_default_policy()
+    state = PolicyState(
+        policy,
+        (
+            ClientIdentity(
+                "alice", hashlib.sha256(REVIEWER.encode()).digest(), policy, role="reviewer"
+            ),
+            ClientIdentity("research-agent", hashlib.sha256(AGENT.encode()).digest(), policy),
+        ),
+    )
+
+    def basic(user: str, token: str) -> str:
+        return "Basic " + base64.b64encode(f"{user}:{token}".encode()).decode()
+
+    assert authenticate_basic(state, basic("research-agent", AGENT)).id == "research-agent"
+    with pytest.raises(UnauthorizedError, match="reviewer's token opens the review page only"):
+        authenticate_basic(state, basic("alice", REVIEWER))
+
+
+@pytest.mark.parametrize(
+    "name", ["script", "img", "javascript", "data", "rtl", "zero_width", "style", "svg", "template"]
+)
+async def test_each_hostile_string_is_escaped_in_its_record(gateway, seeded, name) -> None:
+    client, _ = gateway
+    timeline = await (
+        await client.get(f"/review/?rule=rule-{name}", headers=bearer(REVIEWER))
+    ).text()
+    link = re.findall(r'<a href="/review/record\?([^"]+)" class="detail">', timeline)
+    detail = await client.get("/review/record?" + html.unescape(link[0]), headers=bearer(REVIEWER))
+    text = await detail.text()
+    assert raw_values(text) == []
+    value = seeded["hostile"][name]
+    pieces = re.split(r"[\u202e\u200b]", value)
+    for piece in pieces:
+        assert str(escape(piece)) in text
+    if len(pieces) > 1:
+        assert '<span class="esc">&lt;U+' in text
+    if name == "template":
+        assert "{{ 7*7 }}{% raw %}" in text  # shown, never evaluated as a template

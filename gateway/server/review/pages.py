@@ -1,8 +1,8 @@
 """The review page's routes: the timeline, a record, the summaries with the chart, the chains,
 login and logout, and the two static files. Only translation: the query goes to
 `gateway.review`, whose reading runs in a worker thread (one view at a time, so a reviewer
-cannot starve the gateway; chain verification queues apart), and the result goes to a
-template.
+cannot starve the gateway; summaries and chain verification queue apart), and the result
+goes to a template.
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ FOLDER = web.AppKey("review_folder", AuditFolder)
 OVERVIEW = web.AppKey("review_overview", Overview)
 CHECKER = web.AppKey("review_checker", ChainChecker)
 WORK = web.AppKey("review_work", asyncio.Semaphore)
+SUMMARY_WORK = web.AppKey("review_summary_work", asyncio.Semaphore)
 VERIFY_WORK = web.AppKey("review_verify_work", asyncio.Semaphore)
 FILES = web.AppKey("review_static", dict)
 
@@ -93,7 +94,9 @@ def build_review_app(parent: web.Application) -> web.Application:
         folder, public_keys=keys, checkpoints_template=audit.checkpoints_path
     )
     app[WORK] = asyncio.Semaphore(1)
-    # Verifying a large chain takes as long as `audit verify`: it waits apart from the views.
+    # The first summary of a large folder reads all of it, and verifying a chain takes as
+    # long as `audit verify`: each waits in its own queue, so the timeline stays quick.
+    app[SUMMARY_WORK] = asyncio.Semaphore(1)
     app[VERIFY_WORK] = asyncio.Semaphore(1)
     app[FILES] = {name: (STATIC / name).read_bytes() for name in STATIC_TYPES}
     app.router.add_get("/", timeline_page)
@@ -273,7 +276,7 @@ def _number(text: str | None) -> int | None:
 
 async def summary_page(request: web.Request) -> web.Response:
     reviewer = reviewer_of(request)
-    tally = await offload(request, request.app[OVERVIEW].tally)
+    tally = await offload(request, request.app[OVERVIEW].tally, queue=SUMMARY_WORK)
     clients = []
     for client_id, counts in sorted(
         tally.clients.items(), key=lambda item: (-sum(item[1].decisions.values()), item[0])
