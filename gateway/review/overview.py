@@ -26,9 +26,9 @@ from gateway.audit.fields import (
     disposition_of,
     domain_of,
     is_lifecycle,
+    parse_timestamp,
     section,
     text_field,
-    timestamp_of,
 )
 from gateway.review.files import AuditFolder, LogFile
 from gateway.review.query import RELOAD_ACTION
@@ -71,9 +71,10 @@ class Tally:
     buckets: dict[int, Counter[str]] = field(default_factory=dict)
     reloads: list[Reload] = field(default_factory=list)
     records: int = 0
+    _seconds: dict[str, float] = field(default_factory=dict)  # "YYYY-MM-DDTHH:MM:SS" -> time
 
     def add(self, record: Mapping[str, Any]) -> None:
-        seen = timestamp_of(record)
+        seen = self._seen(record)
         if action_of(record) == RELOAD_ACTION:
             if seen is not None:
                 policy = section(record, "policy")
@@ -91,7 +92,10 @@ class Tally:
             return
         self.records += 1
         decision = disposition_of(record)
-        tally = self.clients.setdefault(client_of(record) or "-", ClientTally())
+        client = client_of(record) or "-"
+        tally = self.clients.get(client)
+        if tally is None:
+            tally = self.clients[client] = ClientTally()
         tally.decisions[decision] += 1
         domain = domain_of(record) or "-"
         if decision in (Disposition.DENY, Disposition.WOULD_DENY):
@@ -101,6 +105,22 @@ class Tally:
             _count_capped(tally.allowed, domain)
         if seen is not None:
             self._bucket(int(seen))[decision] += 1
+
+    def _seen(self, record: Mapping[str, Any]) -> float | None:
+        """The record's time, parsed once per distinct second (records come in bursts)."""
+        stamp = record.get("@timestamp")
+        if not isinstance(stamp, str):
+            return None
+        second = stamp[:19]
+        cached = self._seconds.get(second)
+        if cached is None:
+            moment = parse_timestamp(stamp)
+            if moment is None:
+                return None
+            if len(self._seconds) > 4096:
+                self._seconds.clear()
+            cached = self._seconds[second] = float(int(moment))
+        return cached
 
     def _bucket(self, second: int) -> Counter[str]:
         start = second - second % self.bucket_seconds
