@@ -104,29 +104,13 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     try:
         client = services.state.authenticate(request.headers.get("Authorization"))
     except UnauthorizedError as error:
-        services.audit.append(
-            auth_failure_record(
-                transport="mcp" if path == "/mcp" else "api",
-                message=error.message,
-                client_hint=None,
-                source=_peer(request),
-                request_id=request.get(REQUEST_ID),
-            )
-        )
+        record_auth_failure(request, error.message, client_hint=None)
         raise
     if client is None:
         return await handler(request)
     if client.is_reviewer:
         message = f"client {client.id!r} is a reviewer: its token opens {REVIEW_PREFIX}/ only"
-        services.audit.append(
-            auth_failure_record(
-                transport="mcp" if path == "/mcp" else "api",
-                message=message,
-                client_hint=client.id,
-                source=_peer(request),
-                request_id=request.get(REQUEST_ID),
-            )
-        )
+        record_auth_failure(request, message, client_hint=client.id)
         raise ReviewerTokenError(message)
     request[CLIENT] = client
     if request.method != "POST":
@@ -159,6 +143,22 @@ async def _mcp_tool_calls(request: web.Request) -> list[tuple[str, dict[str, Any
     except web.HTTPRequestEntityTooLarge:
         return []
     return tool_calls(raw, request.app[SERVICES].tools)
+
+
+def record_auth_failure(
+    request: web.Request, message: str, *, client_hint: str | None, transport: str | None = None
+) -> None:
+    """The `auth_failure` record of a refused credential (`client_hint`: a configured client
+    id it named, never the token)."""
+    request.config_dict[SERVICES].audit.append(
+        auth_failure_record(
+            transport=transport or ("mcp" if request.path == "/mcp" else "api"),
+            message=message,
+            client_hint=client_hint,
+            source=_peer(request),
+            request_id=request.get(REQUEST_ID),
+        )
+    )
 
 
 def _is_review_page(path: str, services: Services) -> bool:

@@ -13,9 +13,7 @@ from aiohttp import web
 from gateway.errors import UnauthorizedError
 from gateway.review.session import SESSION_SECONDS, check_session, issue_session
 from gateway.runtime import ClientIdentity, Services
-from gateway.server.app import REQUEST_ID, SERVICES
-from gateway.server.app import _peer as peer_of
-from gateway.server.proxy_records import auth_failure_record
+from gateway.server.app import SERVICES, record_auth_failure
 
 SESSION_COOKIE = "gateway_review"
 LOOPBACK_REVIEWER = "(loopback, no clients configured)"
@@ -70,15 +68,7 @@ def check_token(
             raise UnauthorizedError("no token given")
         return services.state.client_for_token(token)
     except UnauthorizedError as error:
-        services.audit.append(
-            auth_failure_record(
-                transport="review",
-                message=error.message,
-                client_hint=None,
-                source=peer_of(request),
-                request_id=request.get(REQUEST_ID),
-            )
-        )
+        record_auth_failure(request, error.message, client_hint=None, transport="review")
         raise
 
 
