@@ -405,3 +405,18 @@ async def test_each_hostile_string_is_escaped_in_its_record(gateway, seeded, nam
         assert '<span class="esc">&lt;U+' in text
     if name == "template":
         assert "{{ 7*7 }}{% raw %}" in text  # shown, never evaluated as a template
+
+
+async def test_login_attempts_are_rate_limited(gateway, monkeypatch) -> None:
+    from gateway.config import ClientLimits
+    from gateway.server.review import pages
+
+    monkeypatch.setattr(pages, "LOGIN_LIMITS", ClientLimits(requests_per_minute=2))
+    client, _ = gateway
+    for _ in range(2):
+        assert (await client.post("/review/login", data={"token": "wrong"})).status == 401
+    refused = await client.post("/review/login", data={"token": REVIEWER}, allow_redirects=False)
+    assert refused.status == 429
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert "Set-Cookie" not in refused.headers
+    assert_secured(refused)

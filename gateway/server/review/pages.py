@@ -30,7 +30,8 @@ from gateway.audit.fields import (
     text_field,
     url_of,
 )
-from gateway.errors import UnauthorizedError
+from gateway.config import ClientLimits
+from gateway.errors import RateLimitedError, UnauthorizedError
 from gateway.metrics import ACTIONS
 from gateway.review.chains import ChainChecker
 from gateway.review.chart import STACK, build_chart
@@ -68,6 +69,9 @@ SECURITY_HEADERS = {
 }
 # The tool filter's choices: every action the gateway records.
 TOOLS = (*sorted(ACTIONS), RELOAD_ACTION, *AuditAction)
+# Login attempts of all visitors together (a rolling minute, shared by workers with Redis).
+LOGIN_LIMIT_KEY = "(review login)"
+LOGIN_LIMITS = ClientLimits(requests_per_minute=30)
 STATIC_TYPES = {"review.css": "text/css", "favicon.svg": "image/svg+xml"}
 
 ENV = web.AppKey("review_env", Environment)
@@ -354,6 +358,13 @@ async def login_submit(request: web.Request) -> web.Response:
         site is not None and site not in ("same-origin", "none")
     ):
         raise ForbiddenError("the login form was sent from another site")
+    try:  # tokens cannot be guessed, but each failure is an audit record: bound them
+        lease = await services_of(request).limiter.acquire(LOGIN_LIMIT_KEY, LOGIN_LIMITS)
+    except RateLimitedError as error:
+        response = error_page(request, 429, "Too many login attempts", error.message)
+        response.headers["Retry-After"] = str(max(1, int((error.retry_after or 1) + 0.999)))
+        return response
+    await lease.release()
     form = await request.post()
     token = form.get("token")
     target = _safe_next(request, str(form.get("next") or ""))
