@@ -43,6 +43,7 @@ class ClientConfig:
     token_sha256: str
     policy: str | None = None  # a policy file; None = the gateway's policy
     limits: ClientLimits = ClientLimits()
+    role: str = "agent"  # agent | reviewer: a reviewer's token opens /review/ and nothing else
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +120,11 @@ class ServerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ReviewConfig:
+    enabled: bool = False  # the reviewers' read-only audit page at /review/
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayConfig:
     listen: ListenConfig = ListenConfig()
     instance_id: str | None = None
@@ -135,4 +141,5 @@ class GatewayConfig:
     tls: TLSConfig = TLSConfig()
     proxy: ProxyConfig = ProxyConfig()
     server: ServerConfig = ServerConfig()
+    review: ReviewConfig = ReviewConfig()
     source: str | None = None  # the file it was read from, for reload and messages

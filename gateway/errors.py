@@ -5,6 +5,7 @@
       UnauthorizedError               unauthorized         401
       PolicyDeniedError               policy_denied        403  (carries the Decision)
       ToolDisabledError               tool_disabled        403  (carries the Decision)
+      ReviewerTokenError              tool_disabled        403  (a reviewer's token: /review/ only)
       NotFoundError                   not_found            404
       WrongMethodError                wrong_method         405
       RequestTooLargeError            request_too_large    413
@@ -93,6 +94,16 @@ class PolicyDeniedError(_DecisionError):
 class ToolDisabledError(_DecisionError):
     code = "tool_disabled"
     http_status = 403
+
+
+class ReviewerTokenError(GatewayError):
+    """A reviewer's token used for anything but the review page: every tool is off for it."""
+
+    code = "tool_disabled"
+    http_status = 403
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, reason="reviewer_token", rule="clients.role")
 
 
 class NotFoundError(GatewayError):

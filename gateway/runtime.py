@@ -53,6 +53,11 @@ class ClientIdentity:
     token_sha256: bytes
     policy: Policy
     limits: ClientLimits = ClientLimits()
+    role: str = "agent"  # a "reviewer" opens /review/ and nothing else
+
+    @property
+    def is_reviewer(self) -> bool:
+        return self.role == "reviewer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +116,9 @@ def load_policy_state(config: GatewayConfig) -> PolicyState:
                 cache[client.policy] = load_policy_file(client.policy)[0]
             policy = cache[client.policy]
         clients.append(
-            ClientIdentity(client.id, bytes.fromhex(client.token_sha256), policy, client.limits)
+            ClientIdentity(
+                client.id, bytes.fromhex(client.token_sha256), policy, client.limits, client.role
+            )
         )
     return PolicyState(default, tuple(clients))
 

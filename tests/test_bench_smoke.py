@@ -71,6 +71,12 @@ def check_markers(output: str) -> None:
     assert re.search(rf"english markdown\s+10\s+{NUMBER}", output), output
 
 
+def check_review(output: str) -> None:
+    assert re.search(rf"newest page, 3 MB / 1 MB: {NUMBER}x", output), output
+    assert re.search(rf"filtered view / grep -F: {NUMBER}x", output), output
+    assert re.search(r"peak traced memory, newest, 3 MB: [0-9]+ KB", output), output
+
+
 def check_search(output: str) -> None:
     assert re.search(rf"cached search: {NUMBER} ms median", output), output
     assert re.search(rf"uncached overhead over the provider: {NUMBER} ms", output), output
@@ -155,6 +161,13 @@ CASES = [
         check_proxy,
         needs_nginx_and_curl,
         id="proxy",
+    ),
+    pytest.param(
+        "review.py",
+        ["--rounds", "1", "--small-mb", "1", "--big-mb", "3", "--records", "5000", "--rare", "5"],
+        check_review,
+        None,
+        id="review",
     ),
     pytest.param(
         "replicas.py",

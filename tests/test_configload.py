@@ -141,6 +141,7 @@ CONTRACT_DEFAULTS: list[tuple[str, Any]] = [
     ("server.max_body_bytes", 1048576),
     ("server.shutdown_grace", 30),
     ("server.metrics_need_token", False),
+    ("review.enabled", False),
 ]
 
 
@@ -637,3 +638,29 @@ def test_structured_garbage_never_crashes(document: dict[str, Any]) -> None:
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200))
 def test_text_garbage_never_crashes(text: str) -> None:
     _never_crashes(text.encode())
+
+
+# --- the review page: review.enabled and clients[].role --------------------------------------
+
+
+def test_review_and_client_roles_are_read() -> None:
+    config = _load(
+        "review: {enabled: true}\n"
+        f"clients:\n  - {{id: a, token_sha256: '{HASH_A}', role: reviewer}}\n"
+        f"  - {{id: b, token_sha256: '{HASH_B}'}}\n"
+    )
+    assert config.review.enabled is True
+    assert [(c.id, c.role) for c in config.clients] == [("a", "reviewer"), ("b", "agent")]
+
+
+@pytest.mark.parametrize(
+    ("text", "codes"),
+    [
+        ("review: {enabled: yes please}\n", ["wrong_type"]),
+        ("review: {enable: true}\n", ["unknown_key"]),
+        (f"clients: [{{id: a, token_sha256: '{HASH_A}', role: admin}}]\n", ["bad_value"]),
+    ],
+    ids=["enabled-not-boolean", "typo", "unknown-role"],
+)
+def test_review_and_role_mistakes_are_errors(text: str, codes: list[str]) -> None:
+    assert _codes(text) == codes

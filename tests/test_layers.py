@@ -2,7 +2,8 @@
 fetch/dial.py; read with ast, so no import runs.
 
 policy, extract and provenance are pure (no asyncio, no aiohttp); nothing imports server or
-cli; fetch never imports search, tools, server or runtime; tools never import server.
+cli; fetch never imports search, tools, server or runtime; tools never import server; review
+(the audit page's reading) imports neither aiohttp nor jinja2.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ FORBIDDEN = {
     "fetch": ("gateway.search", "gateway.tools", "gateway.server", "gateway.cli", "gateway.runtime"),
     "search": ("gateway.tools", "gateway.server", "gateway.cli", "gateway.runtime"),
     "tools": ("gateway.server", "gateway.cli", "gateway.runtime"),
+    # The review page's reading: files only, no network, no web framework.
+    "review": ("asyncio", "aiohttp", "jinja2", "gateway.fetch", "gateway.search", "gateway.tools", "gateway.server", "gateway.cli", "gateway.runtime"),
 }
 
 

@@ -13,7 +13,14 @@ from yaml.nodes import Node, ScalarNode
 
 from gateway.config import ClientConfig, ClientLimits
 from gateway.configload.values import claim_unique, path_field, read_id
-from gateway.policy.yamlwalk import STR_TAG, Field, Walker, integer_field, section_field
+from gateway.policy.yamlwalk import (
+    STR_TAG,
+    Field,
+    Walker,
+    choice_field,
+    integer_field,
+    section_field,
+)
 
 # SHA-256 of the empty string: a client whose token is "" must never be configured.
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -21,6 +28,9 @@ HASH_HOW_TO = (
     'store its SHA-256 instead (printf %s "$TOKEN" | sha256sum), or make a new token and its '
     "line with: gateway token new CLIENT"
 )
+
+# A reviewer's token opens the audit review page and nothing else (no tool, no proxy).
+CLIENT_ROLES = ("agent", "reviewer")
 
 _HEX64_RE = re.compile(r"[0-9a-fA-F]{64}\Z")
 TOKEN_PREFIX = "gwt_"  # lets secret scanners recognise a leaked token
@@ -76,6 +86,7 @@ _CLIENT_FIELDS = {
     "token_sha256": Field(_read_token_hash, None, required=True),
     "policy": path_field(),
     "limits": section_field(_LIMIT_FIELDS),
+    "role": choice_field(CLIENT_ROLES[0], CLIENT_ROLES),
 }
 
 
@@ -108,6 +119,7 @@ def read_clients(w: Walker, node: Node, path: str) -> tuple[ClientConfig, ...] |
                 token_sha256=entry["token_sha256"],
                 policy=entry["policy"],
                 limits=ClientLimits(limits["requests_per_minute"], limits["concurrent"]),
+                role=entry["role"],
             )
         )
     return tuple(clients) if len(clients) == len(entries) else None

@@ -21,6 +21,7 @@ from gateway.config import (
     ListenConfig,
     ProxyConfig,
     ResolverConfig,
+    ReviewConfig,
     SearchConfig,
     ServerConfig,
     StateConfig,
@@ -164,5 +165,6 @@ def _build(top: Section, *, source: str, base_dir: str) -> GatewayConfig:
         tls=_values(top["tls"], TLSConfig),
         proxy=_values(top["proxy"], ProxyConfig),
         server=_values(top["server"], ServerConfig),
+        review=_values(top["review"], ReviewConfig),
         source=source,
     )

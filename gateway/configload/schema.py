@@ -13,6 +13,7 @@ from gateway.config import (
     ListenConfig,
     ProxyConfig,
     ResolverConfig,
+    ReviewConfig,
     SearchConfig,
     ServerConfig,
     StateConfig,
@@ -138,4 +139,5 @@ TOP_FIELDS: dict[str, Field] = {
             "metrics_need_token": boolean_field(_SERVER.metrics_need_token),
         }
     ),
+    "review": section_field({"enabled": boolean_field(ReviewConfig().enabled)}),
 }

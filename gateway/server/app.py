@@ -19,6 +19,7 @@ from gateway.errors import (
     InvalidRequestError,
     NotFoundError,
     RequestTooLargeError,
+    ReviewerTokenError,
     UnauthorizedError,
     UnavailableError,
     WrongMethodError,
@@ -32,6 +33,7 @@ SERVICES = web.AppKey("services", Services)
 REQUEST_ID = web.RequestKey("request_id", str)
 CLIENT = web.RequestKey("client", ClientIdentity)
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/v1/keys", "/openapi.json"})
+REVIEW_PREFIX = "/review"  # the review page checks its own reviewers (server/review)
 
 log = logging.getLogger("gateway.server")
 
@@ -91,27 +93,24 @@ async def contract_shape(request: web.Request, handler: Handler) -> web.StreamRe
 
 @web.middleware
 async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Bearer tokens once clients are configured; /mcp authenticates the same way."""
+    """Bearer tokens once clients are configured; /mcp authenticates the same way. A
+    reviewer's token opens only the review page, which authenticates its own visitors."""
     services = request.app[SERVICES]
     path = request.path
     metrics_public = path == "/metrics" and not services.config.server.metrics_need_token
-    if path in PUBLIC_PATHS or metrics_public:
+    if path in PUBLIC_PATHS or metrics_public or _is_review_page(path, services):
         return await handler(request)
     try:
         client = services.state.authenticate(request.headers.get("Authorization"))
     except UnauthorizedError as error:
-        services.audit.append(
-            auth_failure_record(
-                transport="mcp" if path == "/mcp" else "api",
-                message=error.message,
-                client_hint=None,
-                source=_peer(request),
-                request_id=request.get(REQUEST_ID),
-            )
-        )
+        record_auth_failure(request, error.message, client_hint=None)
         raise
     if client is None:
         return await handler(request)
+    if client.is_reviewer:
+        message = f"client {client.id!r} is a reviewer: its token opens {REVIEW_PREFIX}/ only"
+        record_auth_failure(request, message, client_hint=client.id)
+        raise ReviewerTokenError(message)
     request[CLIENT] = client
     if request.method != "POST":
         return await handler(request)
@@ -143,6 +142,28 @@ async def _mcp_tool_calls(request: web.Request) -> list[tuple[str, dict[str, Any
     except web.HTTPRequestEntityTooLarge:
         return []
     return tool_calls(raw, request.app[SERVICES].tools)
+
+
+def record_auth_failure(
+    request: web.Request, message: str, *, client_hint: str | None, transport: str | None = None
+) -> None:
+    """The `auth_failure` record of a refused credential (`client_hint`: a configured client
+    id it named, never the token)."""
+    request.config_dict[SERVICES].audit.append(
+        auth_failure_record(
+            transport=transport or ("mcp" if request.path == "/mcp" else "api"),
+            message=message,
+            client_hint=client_hint,
+            source=_peer(request),
+            request_id=request.get(REQUEST_ID),
+        )
+    )
+
+
+def _is_review_page(path: str, services: Services) -> bool:
+    return services.config.review.enabled and (
+        path == REVIEW_PREFIX or path.startswith(REVIEW_PREFIX + "/")
+    )
 
 
 def _peer(request: web.Request) -> tuple[str, int] | None:
@@ -208,4 +229,8 @@ def make_app(services: Services) -> web.Application:
     keys_api.add_routes(app)
     openapi.add_routes(app)
     metrics_api.add_routes(app)
+    if services.config.review.enabled:
+        from gateway.server.review import add_review
+
+        add_review(app, REVIEW_PREFIX)
     return app

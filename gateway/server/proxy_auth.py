@@ -38,6 +38,8 @@ def authenticate_basic(state: PolicyState, header: str | None) -> ClientIdentity
     client = state.client_for_token(token)
     if not hmac.compare_digest(client.id.encode("utf-8"), user.encode("utf-8", "replace")):
         raise UnauthorizedError("unknown client id or token")
+    if client.is_reviewer:
+        raise UnauthorizedError("a reviewer's token opens the review page only, not the proxy")
     return client
 
 
