@@ -84,7 +84,11 @@ async def test_curl_https_through_a_tunnel(env) -> None:
     assert closed["event"]["id"] == opened["event"]["id"]
     assert closed["trace"] == opened["trace"] == {"id": opened["event"]["id"]}
     assert closed["destination"]["bytes"] > BIG and closed["source"]["bytes"] > 0
-    assert closed["event"]["reason"] in {"closed", "client_closed", "upstream_closed"}
+    # curl closes its socket as soon as it has the body; when the server's TLS close_notify
+    # (or a session ticket) is still unread in curl's receive buffer at that moment, the
+    # kernel answers with a reset rather than a FIN. Which one happens depends on scheduling
+    # (seen under load), so a reset from the client's side is a correct ending here too.
+    assert closed["event"]["reason"] in {"closed", "client_closed", "upstream_closed", "client_error"}
     assert isinstance(closed["event"]["duration_ms"], int)
     # Each fact once, in ECS names (CONTRACT 8): no second copy under a name of our own.
     assert set(closed) - {"@timestamp", "observer", "chain"} == {
