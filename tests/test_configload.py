@@ -117,7 +117,10 @@ CONTRACT_DEFAULTS: list[tuple[str, Any]] = [
     ("state.on_failure", "closed"),
     ("fetch.cache_ttl", 0),
     ("fetch.user_agent", None),
-    ("search.providers", (ProviderConfig(id="ddg", kind="duckduckgo"),)),
+    ("search.providers", (ProviderConfig(id="ddg", kind="duckduckgo"),
+                          ProviderConfig(id="bing", kind="bing"),
+                          ProviderConfig(id="baidu", kind="baidu"))),  # fmt: skip
+    ("search.weights", {}),
     ("search.cache_ttl", 600),
     ("search.timeout", 10),
     ("search.deadline", 20),

@@ -25,7 +25,7 @@ from tests.search.conftest import FakeUpstream, Reply
 
 PROVIDER_HOSTS = {
     f"{kind}.provider.example": ("127.0.0.1",)
-    for kind in ("brave", "tavily", "searxng", "duckduckgo")
+    for kind in ("brave", "tavily", "searxng", "duckduckgo", "bing", "baidu")
 }
 # Provider keys; the tests look for them in every response, warning, log line and audit record.
 KEYS = {
@@ -98,11 +98,26 @@ def duckduckgo_ok(hits: Sequence[Hit]) -> str:
     return f'<!DOCTYPE html><html><body><div id="links">{blocks}</div></body></html>'
 
 
+def bing_ok(hits: Sequence[Hit]) -> str:
+    items = "".join(
+        f'<li class="b_algo"><h2><a href="{html.escape(u)}">{html.escape(t)}</a></h2>'
+        f'<div class="b_caption"><p>{html.escape(s)}</p></div></li>'
+        for t, u, s in hits
+    )
+    return f'<html><body><ol id="b_results">{items}</ol></body></html>'
+
+
+def baidu_ok(hits: Sequence[Hit]) -> dict[str, Any]:
+    return {"feed": {"entry": [{"title": t, "url": u, "abs": s} for t, u, s in hits]}}
+
+
 OK_BODIES: dict[str, Callable[[Sequence[Hit]], Any]] = {
     "brave": brave_ok,
     "tavily": tavily_ok,
     "searxng": searxng_ok,
     "duckduckgo": duckduckgo_ok,
+    "bing": bing_ok,
+    "baidu": baidu_ok,
 }
 
 

@@ -9,13 +9,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from gateway.search.providers import bing, bocha, brave, duckduckgo, searxng, serper, tavily
+from gateway.search.providers import (
+    baidu,
+    bing,
+    bocha,
+    brave,
+    duckduckgo,
+    searxng,
+    serper,
+    tavily,
+)
 from gateway.search.providers.adapter import ProviderAdapter
 
 ADAPTERS: Mapping[str, ProviderAdapter] = MappingProxyType(
     {
         module.ADAPTER.kind: module.ADAPTER
-        for module in (duckduckgo, bing, brave, tavily, serper, bocha, searxng)
+        for module in (duckduckgo, bing, baidu, brave, tavily, serper, bocha, searxng)
     }
 )
 

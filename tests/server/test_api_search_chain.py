@@ -1,0 +1,65 @@
+"""POST /v1/search end to end over the keyless chain and the new providers: the gateway, fake
+engines on loopback replaying their real pages and errors, the audit file."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from gateway.config import SearchConfig
+from tests.search.conftest import Reply
+from tests.server.conftest import policies_for
+
+KEYLESS = (("ddg", "duckduckgo"), ("bing", "bing"), ("baidu", "baidu"))
+DDG_ANOMALY = (
+    "<html><body><div class='anomaly-modal__modal'><form id='challenge-form'>"
+    "Unfortunately, bots use DuckDuckGo too.</form></div></body></html>"
+)
+BING_CHALLENGE = "<html><body><div id='challenge-container'><iframe id='iframe-challenge'>"
+BAIDU_CAPTCHA_URL = "https://wappass.baidu.com/static/captcha/tuxing_v2.html?&logid=1&ak=ab"
+
+
+@pytest.fixture
+def start(search_gateways, upstream):
+    return functools.partial(search_gateways, policies=policies_for(upstream.port, agent={}))
+
+
+def urls(body) -> list[str]:
+    return [result["url"] for result in body["results"]]
+
+
+def test_the_default_chain_is_duckduckgo_bing_baidu() -> None:
+    assert [(p.id, p.kind) for p in SearchConfig().providers] == list(KEYLESS)
+
+
+async def test_duckduckgo_and_bing_blocked_baidu_answers(start, upstream) -> None:
+    gateway = await start(providers=KEYLESS)
+    gateway.fakes["ddg"].queue(Reply(202, DDG_ANOMALY))
+    gateway.fakes["bing"].queue(Reply(200, BING_CHALLENGE))
+    status, body = await gateway.search("agent", query="asyncio 教程")
+    assert status == 200, body
+    assert body["provider"] == "baidu"
+    assert body["providers_tried"] == ["ddg", "bing", "baidu"]
+    assert [w.split(" ", 2)[:2] for w in body["warnings"]] == [
+        ["ddg:", "[rate_limited]"],
+        ["bing:", "[rate_limited]"],
+    ]
+    assert urls(body)[0] == f"http://site.example.com:{upstream.port}/page"
+    assert gateway.fakes["baidu"].requests[0].query["tn"] == "json"
+    _, status_body = await gateway.get("/v1/status", "agent")
+    health = {p["id"]: p["state"] for p in status_body["search"]["providers"]}
+    assert health == {"ddg": "cooling", "bing": "cooling", "baidu": "healthy"}
+
+
+async def test_baidu_captcha_is_blocked_and_cools(start) -> None:
+    gateway = await start(providers=KEYLESS)
+    gateway.fakes["ddg"].queue(Reply(202, DDG_ANOMALY))
+    gateway.fakes["bing"].queue(Reply(200, BING_CHALLENGE))
+    gateway.fakes["baidu"].queue(Reply(302, b"", {"Location": BAIDU_CAPTCHA_URL}))
+    status, body = await gateway.search("agent", query="everything blocks")
+    assert status == 502
+    assert "baidu: [blocked] captcha" in body["error"]["message"]
+    _, status_body = await gateway.get("/v1/status", "agent")
+    baidu = next(p for p in status_body["search"]["providers"] if p["id"] == "baidu")
+    assert (baidu["state"], baidu["last_error"]) == ("cooling", "blocked")
