@@ -63,3 +63,43 @@ async def test_baidu_captcha_is_blocked_and_cools(start) -> None:
     _, status_body = await gateway.get("/v1/status", "agent")
     baidu = next(p for p in status_body["search"]["providers"] if p["id"] == "baidu")
     assert (baidu["state"], baidu["last_error"]) == ("cooling", "blocked")
+
+
+async def test_queries_are_fused_and_echoed(start, upstream) -> None:
+    port = upstream.port
+    gateway = await start(providers=(("brave", "brave"),))
+    status, body = await gateway.search("agent", queries=["gateway tests", "gateway  tests", "x"])
+    assert status == 200, body
+    assert body["query"] == "gateway tests" and body["queries"] == ["gateway tests", "x"]
+    # Both phrasings got the same standard answer: every page once, the repeats counted.
+    assert body["results"][0]["url"] == f"http://site.example.com:{port}/page"
+    assert len({r["url"] for r in body["results"]}) == len(body["results"])
+    assert body["deduped"] == 1 + 1 + 8  # a repeat in each answer, then all 8 pages again
+    assert body["filtered"]["policy"] == 4
+    assert len(gateway.fakes["brave"].requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("fields", "fragment"),
+    [
+        pytest.param({"query": "a", "queries": ["b"]}, "not both", id="both"),
+        pytest.param({"queries": []}, "at least 1", id="empty"),
+        pytest.param({"queries": ["a"] * 6}, "at most 5", id="six"),
+        pytest.param({"queries": ["a", " "]}, "queries[1]", id="blank-phrasing"),
+        pytest.param({"max_results": 3}, "query or queries: is required", id="neither"),
+    ],
+)
+async def test_bad_queries(start, fields, fragment) -> None:
+    gateway = await start(providers=(("brave", "brave"),))
+    status, body = await gateway.search("agent", **fields)
+    assert status == 400 and fragment in body["error"]["message"], body
+
+
+async def test_weights_reorder_results(start, upstream) -> None:
+    port = upstream.port
+    gateway = await start(
+        providers=(("brave", "brave"),), search={"weights": {"other.example.com": 3.0}}
+    )
+    status, body = await gateway.search("agent", query="weighted")
+    assert status == 200
+    assert body["results"][0]["url"] == f"http://other.example.com:{port}/page"
