@@ -33,6 +33,7 @@ from gateway.config import (
 )
 from gateway.configload import (
     BASE_URL_KINDS,
+    KEY_PAIR_KINDS,
     KEYED_KINDS,
     MAX_CONFIG_BYTES,
     PROVIDER_KINDS,
@@ -325,7 +326,8 @@ def test_provider_kinds_match_the_adapters() -> None:
     from gateway.search.providers import ADAPTERS
 
     assert set(PROVIDER_KINDS) == set(ADAPTERS)
-    assert {kind for kind, adapter in ADAPTERS.items() if adapter.needs_key} == KEYED_KINDS
+    needs_key = {kind for kind, adapter in ADAPTERS.items() if adapter.needs_key}
+    assert needs_key == KEYED_KINDS | KEY_PAIR_KINDS
     assert set(ADAPTERS) >= BASE_URL_KINDS
 
 
@@ -348,6 +350,15 @@ def test_provider_kinds_match_the_adapters() -> None:
         ("{id: d, kind: duckduckgo, api_key_env: DDG}", ["unused_key"]),
         ("{id: d, kind: duck}", ["bad_value"]),
         ("{id: 'd d', kind: duckduckgo}", ["bad_id"]),
+        ("{id: w, kind: tencent_wsa, secret_id_env: TC_ID, secret_key_env: TC_KEY}", []),
+        ("{id: w, kind: tencent_wsa, secret_id_env: TC_ID}", ["missing_key"]),
+        ("{id: d, kind: duckduckgo, secret_id_env: TC_ID}", ["unused_key"]),
+        ("{id: o, kind: openai, api_key_env: OPENAI_API_KEY, model: gpt-5-mini}", []),
+        ("{id: o, kind: anthropic}", ["missing_key"]),
+        ("{id: d, kind: duckduckgo, model: m}", ["unused_key"]),
+        ("{id: d, kind: baidu, retries: 3, backoff_ms: 2000}", []),
+        ("{id: d, kind: baidu, retries: 4}", ["out_of_range"]),
+        ("{id: d, kind: baidu, backoff_ms: 0}", ["out_of_range"]),
     ],
     ids=[
         "keyed",
@@ -363,6 +374,15 @@ def test_provider_kinds_match_the_adapters() -> None:
         "unused-key",
         "bad-kind",
         "bad-id",
+        "tencent-key-pair",
+        "tencent-without-secret-key",
+        "key-pair-on-ddg",
+        "openai-with-model",
+        "anthropic-without-key",
+        "model-on-ddg",
+        "retries-and-backoff",
+        "too-many-retries",
+        "backoff-zero",
     ],
 )
 def test_provider_entries(entry: str, codes: list[str]) -> None:
@@ -639,3 +659,23 @@ def test_structured_garbage_never_crashes(document: dict[str, Any]) -> None:
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200))
 def test_text_garbage_never_crashes(text: str) -> None:
     _never_crashes(text.encode())
+
+
+@pytest.mark.parametrize(
+    ("weights", "codes"),
+    [
+        ("{'.python.org': 1.3, pinterest.com: 0.5, '*.x.org': 0}", []),
+        ("{'https://x.org': 1}", ["bad_pattern"]),
+        ("{x.org: 11}", ["out_of_range"]),
+        ("{x.org: -1}", ["out_of_range"]),
+        ("{x.org: high}", ["wrong_type"]),
+        ("[x.org]", ["wrong_type"]),
+    ],
+)
+def test_search_weights(weights: str, codes: list[str]) -> None:
+    text = f"search: {{weights: {weights}}}"
+    if codes:
+        assert _codes(text) == codes
+    else:
+        loaded = _load(text).search.weights
+        assert dict(loaded) == {".python.org": 1.3, "pinterest.com": 0.5, "*.x.org": 0.0}

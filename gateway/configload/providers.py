@@ -29,8 +29,9 @@ from gateway.policy.yamlwalk import (
 # table is repeated here so that reading a configuration never imports the search stack).
 PROVIDER_KINDS = (
     "duckduckgo", "bing", "baidu", "brave", "tavily", "serper", "bocha", "searxng",
+    "tencent_wsa", "openai", "anthropic",
 )  # fmt: skip
-KEYED_KINDS = frozenset({"brave", "tavily", "serper", "bocha"})
+KEYED_KINDS = frozenset({"brave", "tavily", "serper", "bocha", "openai", "anthropic"})
 KEY_PAIR_KINDS = frozenset({"tencent_wsa"})  # secret_id_env and secret_key_env
 MODEL_KINDS = frozenset({"openai", "anthropic"})
 MAX_RETRIES = 3

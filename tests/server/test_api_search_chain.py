@@ -4,12 +4,19 @@ engines on loopback replaying their real pages and errors, the audit file."""
 from __future__ import annotations
 
 import functools
+import hashlib
 
+import orjson
 import pytest
 
 from gateway.config import SearchConfig
+from gateway.provenance.markers import unwrap
+from gateway.tools.responses import SEARCH_RESPONSE
+from gateway.tools.websearch import REMOVED_LINK
+from tests.conformance import assert_conforms
 from tests.search.conftest import Reply
 from tests.server.conftest import policies_for
+from tests.tools.searchgateway import KEYS
 
 KEYLESS = (("ddg", "duckduckgo"), ("bing", "bing"), ("baidu", "baidu"))
 DDG_ANOMALY = (
@@ -103,3 +110,39 @@ async def test_weights_reorder_results(start, upstream) -> None:
     status, body = await gateway.search("agent", query="weighted")
     assert status == 200
     assert body["results"][0]["url"] == f"http://other.example.com:{port}/page"
+
+
+DENIED = ("blocked.example.com", "10.0.0.1", "169.254.169.254", "outside.test")
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_model_native_denied_urls_never_reach_the_agent(start, upstream, kind) -> None:
+    gateway = await start(providers=((kind, kind),))
+    response = await gateway.client.post(
+        "/v1/search",
+        json={"query": "model search"},
+        headers={"Authorization": "Bearer token-agent"},
+    )
+    raw = await response.read()
+    assert response.status == 200, raw
+    body = orjson.loads(raw)
+    assert_conforms(SEARCH_RESPONSE, body)
+    port = upstream.port
+    assert body["provider"] == kind
+    assert urls(body) == [
+        f"http://site.example.com:{port}/page",
+        f"http://other.example.com:{port}/page",
+        f"http://internal.example.com:{port}/page",
+        f"http://site.example.com:{port}/text?body=forged",
+    ]
+    assert body["filtered"]["policy"] == 4
+    for denied in DENIED:
+        assert denied.encode() not in raw  # not in results, not in the answer, nowhere
+    nonce = body["envelope"]["marker"]
+    answer = unwrap(body["answer"], nonce)
+    assert REMOVED_LINK in answer and f"http://site.example.com:{port}/page" in answer
+    assert body["envelope"]["answer_sha256"] == hashlib.sha256(answer.encode()).hexdigest()
+    assert 'source="web_search_answer"' in body["answer"].split("\n", 1)[0]
+    assert KEYS[kind].encode() not in raw
+    sent = gateway.fakes[kind].requests[0]
+    assert KEYS[kind] in (sent.headers.get("Authorization", "") + sent.headers.get("x-api-key", ""))

@@ -25,14 +25,16 @@ from tests.search.conftest import FakeUpstream, Reply
 
 PROVIDER_HOSTS = {
     f"{kind}.provider.example": ("127.0.0.1",)
-    for kind in ("brave", "tavily", "searxng", "duckduckgo", "bing", "baidu")
+    for kind in ("brave", "tavily", "searxng", "duckduckgo", "bing", "baidu", "openai", "anthropic")
 }
 # Provider keys; the tests look for them in every response, warning, log line and audit record.
 KEYS = {
     "brave": "brave-SECRET-key-0123456789abcdef",
     "tavily": "tvly-SECRET-key-0123456789abcdef",
+    "openai": "sk-SECRET-openai-0123456789abcdef",
+    "anthropic": "sk-ant-SECRET-0123456789abcdef",
 }
-KEY_ENV = {"brave": "GW_TEST_BRAVE_KEY", "tavily": "GW_TEST_TAVILY_KEY"}
+KEY_ENV = {kind: f"GW_TEST_{kind.upper()}_KEY" for kind in KEYS}
 
 Hit = tuple[str, str, str]  # title, url, snippet
 
@@ -111,7 +113,51 @@ def baidu_ok(hits: Sequence[Hit]) -> dict[str, Any]:
     return {"feed": {"entry": [{"title": t, "url": u, "abs": s} for t, u, s in hits]}}
 
 
+def openai_ok(hits: Sequence[Hit]) -> dict[str, Any]:
+    """A Responses API answer whose prose cites every hit as a Markdown link."""
+    text, annotations = "", []
+    for title, url, snippet in hits:
+        sentence = f"{snippet} "
+        start = len(text) + len(sentence)
+        link = f"([{title}]({url}))"
+        text += sentence + link + ". "
+        annotations.append({"type": "url_citation", "start_index": start,
+                            "end_index": start + len(link), "url": url, "title": title})  # fmt: skip
+    return {
+        "id": "resp_1", "object": "response", "status": "completed", "model": "gpt-5-mini",
+        "output": [
+            {"type": "web_search_call", "id": "ws_1", "status": "completed",
+             "action": {"type": "search", "queries": ["q"], "sources": []}},
+            {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": text, "annotations": annotations}]},
+        ],
+    }  # fmt: skip
+
+
+def anthropic_ok(hits: Sequence[Hit]) -> dict[str, Any]:
+    """A Messages API answer citing every hit, one text block each, its URL in the prose."""
+    results = [{"type": "web_search_result", "url": u, "title": t, "encrypted_content": "x",
+                "page_age": None} for t, u, _ in hits]  # fmt: skip
+    texts = [
+        {"type": "text", "text": f"{s} (see {u}) ",
+         "citations": [{"type": "web_search_result_location", "url": u, "title": t,
+                        "cited_text": s, "encrypted_index": "y"}]}
+        for t, u, s in hits
+    ]  # fmt: skip
+    return {
+        "id": "msg_1", "type": "message", "role": "assistant", "stop_reason": "end_turn",
+        "content": [
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+             "input": {"query": "q"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": results},
+            *texts,
+        ],
+    }  # fmt: skip
+
+
 OK_BODIES: dict[str, Callable[[Sequence[Hit]], Any]] = {
+    "openai": openai_ok,
+    "anthropic": anthropic_ok,
     "brave": brave_ok,
     "tavily": tavily_ok,
     "searxng": searxng_ok,

@@ -10,21 +10,36 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from gateway.search.providers import (
+    anthropic,
     baidu,
     bing,
     bocha,
     brave,
     duckduckgo,
+    openai,
     searxng,
     serper,
     tavily,
+    tencent_wsa,
 )
 from gateway.search.providers.adapter import ProviderAdapter
 
 ADAPTERS: Mapping[str, ProviderAdapter] = MappingProxyType(
     {
         module.ADAPTER.kind: module.ADAPTER
-        for module in (duckduckgo, bing, baidu, brave, tavily, serper, bocha, searxng)
+        for module in (
+            duckduckgo,
+            bing,
+            baidu,
+            brave,
+            tavily,
+            serper,
+            bocha,
+            searxng,
+            tencent_wsa,
+            openai,
+            anthropic,
+        )  # fmt: skip
     }
 )
 
