@@ -7,6 +7,7 @@ model-native provider also reads the model's own prose (`parse_answer`)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,35 @@ class ProviderAdapter:
         if self.build_from_settings is not None:
             return self.build_from_settings(query, settings)
         return self.build_request(query, settings.base_url, settings.api_key)
+
+
+def settings_adapter(
+    kind: str,
+    default_base_url: str,
+    build: Callable[[SearchQuery, ProviderSettings], ProviderRequest],
+    parse: Callable[[ProviderResponse], list[RawResult]],
+    applies_time_filter: Callable[[SearchQuery], bool],
+    *,
+    parse_answer: Callable[[ProviderResponse], str | None] | None = None,
+    default_model: str | None = None,
+) -> ProviderAdapter:
+    """The adapter of a keyed provider that builds its requests from `ProviderSettings`;
+    its `build_request` (base URL and key only) builds them at the current time."""
+
+    def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> ProviderRequest:
+        return build(query, ProviderSettings(base_url, api_key, now=time.time()))
+
+    return ProviderAdapter(
+        kind=kind,
+        default_base_url=default_base_url,
+        needs_key=True,
+        build_request=build_request,
+        parse=parse,
+        applies_time_filter=applies_time_filter,
+        build_from_settings=build,
+        parse_answer=parse_answer,
+        default_model=default_model,
+    )
 
 
 def endpoint(base_url: str, path: str) -> str:

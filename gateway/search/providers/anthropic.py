@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.search.failures import ErrorClass, ProviderError
-from gateway.search.providers.adapter import ProviderAdapter, ProviderSettings, json_post
+from gateway.search.providers.adapter import ProviderSettings, json_post, settings_adapter
 from gateway.search.providers.decoding import (
     QUOTA_RETRY_AFTER,
     dig,
@@ -71,10 +71,6 @@ def build_from_settings(query: SearchQuery, settings: ProviderSettings) -> Provi
         "anthropic-version": API_VERSION,
     }
     return json_post(settings.base_url, "/v1/messages", body, headers)
-
-
-def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> ProviderRequest:
-    return build_from_settings(query, ProviderSettings(base_url, api_key))
 
 
 def parse(response: ProviderResponse) -> list[RawResult]:
@@ -156,14 +152,12 @@ def _failure(response: ProviderResponse) -> ProviderError:
     return keyed_failure(response, text)
 
 
-ADAPTER = ProviderAdapter(
-    kind="anthropic",
-    default_base_url=DEFAULT_BASE_URL,
-    needs_key=True,
-    build_request=build_request,
-    parse=parse,
-    applies_time_filter=no_time_filter,
-    build_from_settings=build_from_settings,
+ADAPTER = settings_adapter(
+    "anthropic",
+    DEFAULT_BASE_URL,
+    build_from_settings,
+    parse,
+    no_time_filter,
     parse_answer=parse_answer,
     default_model=DEFAULT_MODEL,
 )

@@ -15,10 +15,10 @@ from typing import Any
 
 from gateway.search.failures import ErrorClass, ProviderError
 from gateway.search.providers.adapter import (
-    ProviderAdapter,
     ProviderSettings,
     bearer_json,
     json_post,
+    settings_adapter,
 )
 from gateway.search.providers.decoding import (
     QUOTA_RETRY_AFTER,
@@ -63,10 +63,6 @@ def build_from_settings(query: SearchQuery, settings: ProviderSettings) -> Provi
         "store": False,
     }
     return json_post(settings.base_url, "/v1/responses", body, bearer_json(settings.api_key))
-
-
-def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> ProviderRequest:
-    return build_from_settings(query, ProviderSettings(base_url, api_key))
 
 
 def parse(response: ProviderResponse) -> list[RawResult]:
@@ -158,14 +154,12 @@ def _retry_after(response: ProviderResponse) -> float | None:
     return None
 
 
-ADAPTER = ProviderAdapter(
-    kind="openai",
-    default_base_url=DEFAULT_BASE_URL,
-    needs_key=True,
-    build_request=build_request,
-    parse=parse,
-    applies_time_filter=no_time_filter,
-    build_from_settings=build_from_settings,
+ADAPTER = settings_adapter(
+    "openai",
+    DEFAULT_BASE_URL,
+    build_from_settings,
+    parse,
+    no_time_filter,
     parse_answer=parse_answer,
     default_model=DEFAULT_MODEL,
 )

@@ -23,7 +23,7 @@ import orjson
 import yarl
 
 from gateway.search.failures import ErrorClass, ProviderError
-from gateway.search.providers.adapter import ProviderAdapter, ProviderSettings, endpoint
+from gateway.search.providers.adapter import ProviderSettings, endpoint, settings_adapter
 from gateway.search.providers.decoding import (
     MAX_PARSED_RESULTS,
     excerpt,
@@ -123,10 +123,6 @@ def build_from_settings(query: SearchQuery, settings: ProviderSettings) -> Provi
     )
 
 
-def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> ProviderRequest:
-    return build_from_settings(query, ProviderSettings(base_url, api_key, now=time.time()))
-
-
 def applies_time_filter(query: SearchQuery) -> bool:
     return query.has_time_filter
 
@@ -205,12 +201,10 @@ def _hmac(key: bytes, message: str) -> bytes:
     return hmac.new(key, message.encode(), hashlib.sha256).digest()
 
 
-ADAPTER = ProviderAdapter(
-    kind="tencent_wsa",
-    default_base_url=DEFAULT_BASE_URL,
-    needs_key=True,
-    build_request=build_request,
-    parse=parse,
-    applies_time_filter=applies_time_filter,
-    build_from_settings=build_from_settings,
+ADAPTER = settings_adapter(
+    "tencent_wsa",
+    DEFAULT_BASE_URL,
+    build_from_settings,
+    parse,
+    applies_time_filter,
 )
