@@ -59,19 +59,18 @@ FETCH_REQUEST: Schema = {
 }
 
 MAX_QUERIES = 5
-# One of `query` and `queries` is required (both is refused by the tool, naming the fields).
-_QUERY_REQUIRED = [{"required": ["query"]}, {"required": ["queries"]}]
+# One of `query` and `queries` is required, and not both: the tool checks it (search_queries),
+# since models' tool APIs refuse an input schema with anyOf or oneOf at its top level.
 
 SEARCH_REQUEST: Schema = {
     "type": "object",
     "additionalProperties": False,
-    "anyOf": _QUERY_REQUIRED,
     "properties": {
         "query": {
             "type": "string",
             "minLength": 1,
             "maxLength": 2000,
-            "description": "The search query.",
+            "description": "The search query (required unless queries is given).",
         },
         "queries": {
             "type": "array",
@@ -121,7 +120,6 @@ SEARCH_REQUEST: Schema = {
 RESEARCH_REQUEST: Schema = {
     "type": "object",
     "additionalProperties": False,
-    "anyOf": _QUERY_REQUIRED,
     "properties": {
         **SEARCH_REQUEST["properties"],
         "fetch_top_n": {"type": "integer", "minimum": 0, "maximum": 5, "default": 2},
@@ -243,20 +241,6 @@ def validate(schema: Schema, value: Any, *, where: str = "") -> None:
                     )
                 continue
             validate(properties[name], item, where=_join(where, name))
-        if "anyOf" in schema:
-            _any_of(schema["anyOf"], value, where)
-
-
-def _any_of(options: list[Schema], value: dict[str, Any], where: str) -> None:
-    """At least one of `options` (here: alternative `required` lists) must hold."""
-    for option in options:
-        try:
-            validate(option, value, where=where)
-            return
-        except InvalidRequestError:
-            continue
-    wanted = " or ".join("/".join(o.get("required", ())) for o in options)
-    raise InvalidRequestError(f"{_join(where, wanted)}: is required")
 
 
 def with_defaults(schema: Schema, value: Mapping[str, Any]) -> dict[str, Any]:

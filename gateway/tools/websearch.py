@@ -250,6 +250,8 @@ def search_queries(args: Mapping[str, Any]) -> list[SearchQuery]:
     repeats dropped; `query` and `queries` together are refused."""
     phrasings = args.get("queries")
     if phrasings is None:
+        if args.get("query") is None:
+            raise InvalidRequestError("query: is required (or queries: 1 to 5 phrasings)")
         return [SearchQuery.from_fields(args)]
     if args.get("query") is not None:
         raise InvalidRequestError("query, queries: give one of them, not both")

@@ -93,7 +93,7 @@ async def test_queries_are_fused_and_echoed(start, upstream) -> None:
         pytest.param({"queries": []}, "at least 1", id="empty"),
         pytest.param({"queries": ["a"] * 6}, "at most 5", id="six"),
         pytest.param({"queries": ["a", " "]}, "queries[1]", id="blank-phrasing"),
-        pytest.param({"max_results": 3}, "query or queries: is required", id="neither"),
+        pytest.param({"max_results": 3}, "query: is required (or queries", id="neither"),
     ],
 )
 async def test_bad_queries(start, fields, fragment) -> None:

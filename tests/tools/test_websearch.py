@@ -284,3 +284,13 @@ def test_search_queries_one_or_several_never_both() -> None:
         search_queries({"query": "a", "queries": ["b"]})
     with pytest.raises(InvalidRequestError, match=r"queries\[1\]"):
         search_queries({"queries": ["a", "\x00"]})
+
+
+def test_tool_schemas_have_no_top_level_combinators() -> None:
+    """Models' tool APIs refuse anyOf/oneOf/allOf at the top of an input schema."""
+    from gateway.tools.schema import RESEARCH_REQUEST, SEARCH_REQUEST
+
+    for schema in (SEARCH_REQUEST, RESEARCH_REQUEST):
+        assert schema["type"] == "object"
+        assert not {"anyOf", "oneOf", "allOf"} & set(schema)
+        assert {"query", "queries"} <= set(schema["properties"])
