@@ -346,7 +346,8 @@ class SearchEngine:
         self, provider: ConfiguredProvider, remaining: float
     ) -> ProviderError | None:
         if provider.key_missing:
-            where = f" (set {provider.api_key_env})" if provider.api_key_env else ""
+            names = provider.missing_key_names
+            where = f" (set {', '.join(names)})" if names else ""
             return ProviderError(ErrorClass.HTTP_4XX, f"no API key configured{where}; not asked")
         health = await self._health.get(provider.id)
         now = self._clock()

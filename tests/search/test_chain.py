@@ -22,10 +22,14 @@ DDG_PAGE = """<html><body><div id="links">
   href="//duckduckgo.com/l/?uddg=https%3A%2F%2Fddg.example.org%2F{n}&amp;rut=1">DDG {n}</a></h2>
  <a class="result__snippet" href="#">snippet</a></div></div>
 </div></body></html>"""
-DDG_MANY = "<html><body><div id='links'>" + "".join(
-    f"<div class='result web-result'><h2><a href='https://many.example/{i}'>r{i}</a></h2></div>"
-    for i in range(15)
-) + "</div></body></html>"
+DDG_MANY = (
+    "<html><body><div id='links'>"
+    + "".join(
+        f"<div class='result web-result'><h2><a href='https://many.example/{i}'>r{i}</a></h2></div>"
+        for i in range(15)
+    )
+    + "</div></body></html>"
+)
 DDG_EMPTY = '<html><body><div class="no-results">No results.</div></body></html>'
 DDG_ANOMALY = '<html><body><form id="challenge-form">bots use DuckDuckGo too</form></body></html>'
 
@@ -94,7 +98,11 @@ async def test_first_provider_answers(make, transport: LoopbackTransport) -> Non
     engine, (ddg, brv) = await make("duckduckgo", "brave")
     ddg.queue(Reply(200, DDG_PAGE.format(n=1)))
     outcome = await engine.search(Q)
-    assert (outcome.provider, outcome.providers_tried, outcome.warnings) == ("duckd", ("duckd",), ())
+    assert (outcome.provider, outcome.providers_tried, outcome.warnings) == (
+        "duckd",
+        ("duckd",),
+        (),
+    )
     assert [r.url for r in outcome.results] == ["https://ddg.example.org/1"]
     assert outcome.results[0].domain == "ddg.example.org"
     assert (outcome.cached, outcome.freshness_applied, outcome.query_rewritten) == (
@@ -488,3 +496,16 @@ async def test_a_failed_phrasing_is_a_warning_all_failed_an_error(make) -> None:
     brv.queue(Reply(400, brave_error(400, "X", "bad")), Reply(400, brave_error(400, "X", "bad")))
     with pytest.raises(UpstreamError, match="for every phrasing"):
         await engine.search_many([SearchQuery("three"), SearchQuery("four")])
+
+
+async def test_a_key_pair_with_a_missing_half_is_not_asked(transport, clock) -> None:  # type: ignore[no-untyped-def]
+    entry = {"id": "wsa", "kind": "tencent_wsa", "secret_id_env": "TC_ID",
+             "secret_key_env": "TC_KEY"}  # fmt: skip
+    engine = build_engine({"providers": [entry]}, transport, clock, environ={"TC_KEY": "k" * 20})
+    with pytest.raises(
+        UpstreamError, match=r"wsa: \[http_4xx\] no API key configured \(set TC_ID\)"
+    ):
+        await engine.search(Q)
+    assert transport.calls == []
+    (status,) = (await engine.status())["providers"]
+    assert status["key_missing"] == ["TC_ID"]
