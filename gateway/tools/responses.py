@@ -396,6 +396,12 @@ _PROVIDER_STATUS = _object(
     cooling_until=_NULLABLE_TIME,
     consecutive_failures=_INT,
     last_error=_NULLABLE_STR,
+    key_missing={
+        "type": "array",
+        "items": _STR,
+        "description": "Only for a provider whose key is not set: the environment variables "
+        "that should hold it. Such a provider is never asked.",
+    },
 )
 
 STATUS_RESPONSE = _object(

@@ -146,3 +146,20 @@ async def test_model_native_denied_urls_never_reach_the_agent(start, upstream, k
     assert KEYS[kind].encode() not in raw
     sent = gateway.fakes[kind].requests[0]
     assert KEYS[kind] in (sent.headers.get("Authorization", "") + sent.headers.get("x-api-key", ""))
+
+
+async def test_a_missing_key_shows_in_status_and_the_provider_is_skipped(start) -> None:
+    from gateway.tools.responses import STATUS_RESPONSE
+
+    gateway = await start(providers=(("gpt", "openai"), ("brave", "brave")), without_keys=["gpt"])
+    status, body = await gateway.get("/v1/status", "agent")
+    assert status == 200
+    assert_conforms(STATUS_RESPONSE, body)
+    gpt = body["search"]["providers"][0]
+    assert (gpt["id"], gpt["key_missing"]) == ("gpt", ["GW_TEST_OPENAI_KEY"])
+    status, answer = await gateway.search("agent", query="skips the one without a key")
+    assert status == 200 and answer["provider"] == "brave"
+    assert answer["warnings"] == [
+        "gpt: [http_4xx] no API key configured (set GW_TEST_OPENAI_KEY); not asked"
+    ]
+    assert gateway.requests_to("gpt") == 0

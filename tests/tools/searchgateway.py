@@ -236,9 +236,11 @@ async def start_search_gateway(
     providers: Sequence[tuple[str, str]] = (("brave", "brave"), ("tavily", "tavily")),
     policies: Mapping[str, str] | None = None,
     hits: Sequence[Hit] | None = None,
+    without_keys: Sequence[str] = (),
     **config: Any,
 ) -> SearchGateway:
-    """`providers`: (id, kind) in chain order; `policies`: client id -> policy text."""
+    """`providers`: (id, kind) in chain order; `policies`: client id -> policy text;
+    `without_keys`: provider ids whose key variable is left unset."""
     hits = standard_hits(site_port) if hits is None else hits
     fakes: dict[str, FakeUpstream] = {}
     entries = []
@@ -250,7 +252,9 @@ async def start_search_gateway(
         server = await aiohttp_server(app, host="127.0.0.1")
         fake.base_url = f"http://{kind}.provider.example:{server.port}"
         fakes[provider_id] = fake
-        if kind in KEYS:
+        if kind in KEYS and provider_id in without_keys:
+            monkeypatch.delenv(KEY_ENV[kind], raising=False)
+        elif kind in KEYS:
             monkeypatch.setenv(KEY_ENV[kind], KEYS[kind])
         entries.append(
             ProviderConfig(
