@@ -294,3 +294,19 @@ def test_tool_schemas_have_no_top_level_combinators() -> None:
         assert schema["type"] == "object"
         assert not {"anyOf", "oneOf", "allOf"} & set(schema)
         assert {"query", "queries"} <= set(schema["properties"])
+
+
+def test_render_text_shows_phrasings_and_the_models_answer() -> None:
+    nonce = "c" * 32
+    body = {
+        "envelope": {"id": "s1", "marker": nonce, "policy": {"name": "p", "rule": "r"}},
+        "provider": "gpt",
+        "results": [],
+        "filtered": {"policy": 0, "domains": 0},
+        "warnings": [],
+        "queries": ["a", "b"],
+        "answer": "<<<wrapped answer>>>",
+    }
+    text = render_text(body)
+    assert "Searched 2 phrasings at once" in text
+    assert "The search model's own answer (untrusted" in text and "<<<wrapped answer>>>" in text
