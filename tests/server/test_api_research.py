@@ -187,4 +187,3 @@ async def test_bad_research_requests(start, body, fragment) -> None:
     gateway = await start()
     status, error = await gateway.post("/v1/research", "agent", **body)
     assert status == 400 and fragment in error["error"]["message"]
-
