@@ -163,3 +163,28 @@ async def test_a_missing_key_shows_in_status_and_the_provider_is_skipped(start) 
         "gpt: [http_4xx] no API key configured (set GW_TEST_OPENAI_KEY); not asked"
     ]
     assert gateway.requests_to("gpt") == 0
+
+
+async def test_near_duplicates_merge_and_mirrors_keep_only_allowed_urls(start, upstream) -> None:
+    port = upstream.port
+    snippet = "The one page about asyncio timeouts, copied around the web."
+    hits = [
+        ("Asyncio timeouts explained", f"http://site.example.com:{port}/a", snippet),
+        ("Asyncio timeouts explained", f"http://site.example.com:{port}/a?print=1", "other"),
+        ("Asyncio timeouts explained", "https://blocked.example.com/copy", snippet),
+        ("Asyncio timeouts explained", f"http://other.example.com:{port}/copy", snippet),
+        ("Something else", f"http://other.example.com:{port}/page", "another page"),
+    ]
+    gateway = await start(providers=(("brave", "brave"),), hits=hits)
+    status, body = await gateway.search("agent", query="asyncio timeouts")
+    assert status == 200
+    assert urls(body) == [
+        f"http://site.example.com:{port}/a",
+        f"http://other.example.com:{port}/page",
+    ]
+    assert body["deduped"] == 3
+    assert body["results"][0]["mirrors"] == [
+        f"http://site.example.com:{port}/a?print=1",
+        f"http://other.example.com:{port}/copy",
+    ]
+    assert "mirrors" not in body["results"][1]
