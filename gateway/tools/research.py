@@ -37,6 +37,7 @@ from gateway.policy.engine import decide_url
 from gateway.provenance.envelope import attach_dsse
 from gateway.provenance.markers import new_nonce, wrap
 from gateway.search.dedupe import site_of
+from gateway.search.passages import Ranked as RankedPassage
 from gateway.search.passages import rank_passages
 from gateway.tools.context import CallContext
 from gateway.tools.envelope import new_id, now_iso
@@ -62,6 +63,7 @@ DESCRIPTION = (
 )
 DEFAULT_TOP_N = 2
 DEFAULT_PASSAGES = 8
+INLINE_RANK_CHARS = 300_000  # more text than this is ranked in a thread
 SUMMARY_CHARS = 4000  # the default cut of a summary page; full pages use the policy's default
 # Safety net over one page; the fetch's own total timeout and the extraction deadline
 # normally end it first, with their own audit record.
@@ -102,21 +104,24 @@ class ResearchTool:
         if args.get("answer_with", "passages") == "passages":
             phrasings = args.get("queries") or [args["query"]]
             limit = args.get("max_passages", DEFAULT_PASSAGES)
-            body.update(self._passages(ctx, " ".join(phrasings), read, limit, answer.body))
+            texts = [page.text if page is not None else "" for page in read]
+            query = " ".join(phrasings)
+            if sum(map(len, texts)) <= INLINE_RANK_CHARS:
+                best = rank_passages(query, texts, limit)
+            else:  # a few ms per 100,000 characters: long pages are ranked off the loop
+                best = await asyncio.to_thread(rank_passages, query, texts, limit)
+            body.update(self._passages(ctx, best, read, answer.body))
             body = attach_dsse(body, self._websearch.signer)
         return body
 
     def _passages(
         self,
         ctx: CallContext,
-        query: str,
+        best: Sequence[RankedPassage],
         read: Sequence[Page | None],
-        limit: int,
         search: Mapping[str, Any],
     ) -> dict[str, Any]:
-        """`passages` and the `envelope` that covers them."""
-        texts = [page.text if page is not None else "" for page in read]
-        best = rank_passages(query, texts, limit)
+        """`passages` (the ranked ones, with their text) and the `envelope` that covers them."""
         plain: list[dict[str, Any]] = []
         for rank, found in enumerate(best, start=1):
             page = read[found.passage.page]

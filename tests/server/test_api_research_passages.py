@@ -132,3 +132,19 @@ async def test_signed_research_covers_its_passages(start, tmp_path) -> None:
     forged = {**body, "passages": [{**body["passages"][0], "score": 99.0}]}
     with pytest.raises(DSSEError, match="passages"):
         verify_response(forged, [load_public_key(public)])
+
+
+async def test_long_texts_are_ranked_off_the_loop_with_the_same_answer(start, monkeypatch) -> None:
+    from gateway.tools import research
+
+    gateway = await start()
+    fields = {"query": "second paragraph", "fetch_top_n": 2}
+    status, inline = await gateway.post("/v1/research", "agent", **fields)
+    monkeypatch.setattr(research, "INLINE_RANK_CHARS", 0)
+    status2, threaded = await gateway.post("/v1/research", "agent", **fields)
+    assert status == status2 == 200
+    assert spans(inline) == spans(threaded) and inline["passages"]
+
+
+def spans(body) -> list[tuple]:
+    return [(p["page_index"], p["char_start"], p["char_end"], p["score"]) for p in body["passages"]]
