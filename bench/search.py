@@ -18,12 +18,30 @@ Per round: the median of each kind, and the overhead = median(uncached) - median
 The table shows the medians over rounds; targets: cached < 2 ms, overhead < 5 ms.
 
     .venv/bin/python bench/search.py [--rounds 5] [--requests 300]
+
+Two in-process measurements of the retrieval pipeline, each against its yardstick in the same
+run:
+- `passages`: ranking the passages of a Research call (search/passages.py over five cached
+  pages of about 100 KB) against extracting those pages (what the WebFetch path does to each
+  body: extraction to Markdown and sanitising), the query being the first page's title.
+  The pages are the five real article pages of the scrapinghub extraction benchmark closest
+  to 100 KB (`../shared/extbench/scrapinghub` from the repository root, or `--data` /
+  `$EXTBENCH_DIR`), or, without that data, five generated 100 KB articles whose text is
+  nearly all of the page (harder for ranking: more text per byte). Target: ranking < 1/4 of
+  extracting.
+- `fusion`: a 5-phrasing `search_many` against one `search`, both through the gateway's own
+  provider transport (the pinned Fetcher) to a loopback fake provider that answers every
+  request after 100 ms, cache off. Target: 5 phrasings <= 1.5x one.
+
+    .venv/bin/python bench/search.py passages [--rounds 9] [--data DIR]
+    .venv/bin/python bench/search.py fusion [--rounds 5] [--requests 10]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import shutil
@@ -211,16 +229,233 @@ def report(
     )
 
 
+PASSAGES_TARGET = 0.25
+FUSION_TARGET = 1.5
+PROVIDER_DELAY = 0.1
+_WORDS = [
+    "gateway",
+    "policy",
+    "agent",
+    "request",
+    "response",
+    "header",
+    "timeout",
+    "deadline",
+    "retry",
+    "provider",
+    "search",
+    "result",
+    "page",
+    "passage",
+    "heading",
+    "paragraph",
+    "extract",
+    "markdown",
+    "audit",
+    "record",
+    "signature",
+    "envelope",
+    "nonce",
+    "marker",
+    "domain",
+    "address",
+    "resolver",
+    "proxy",
+    "tunnel",
+    "certificate",
+    "cache",
+    "health",
+    "cooling",
+    "rate",
+    "limit",
+    "budget",
+    "query",
+    "phrasing",
+    "fusion",
+    "rank",
+    "score",
+    "weight",
+    "mirror",
+    "duplicate",
+    "canonical",
+    "url",
+]
+
+
+def article(seed: int, target_bytes: int = 100_000) -> bytes:
+    """A realistic article page of about `target_bytes`: navigation, sections with headings
+    and paragraphs of varied sentences, a footer."""
+    import random
+
+    rng = random.Random(seed)
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>Article {seed}</title></head><body><nav>"
+        + "".join(f"<a href='/n{i}'>Menu {i}</a>" for i in range(30))
+        + "</nav><article>",
+        f"<h1>Article {seed} on egress gateways</h1>",
+    ]
+    size = sum(map(len, parts))
+    section = 0
+    while size < target_bytes:
+        section += 1
+        block = [f"<h2>Section {section}: {' '.join(rng.sample(_WORDS, 3))}</h2>"]
+        for _ in range(rng.randint(3, 6)):
+            sentences = [
+                " ".join(rng.choice(_WORDS) for _ in range(rng.randint(8, 20))).capitalize() + "."
+                for _ in range(rng.randint(3, 7))
+            ]
+            block.append(f"<p>{' '.join(sentences)} <a href='/r{section}'>more</a></p>")
+        text = "".join(block)
+        parts.append(text)
+        size += len(text)
+    parts.append("</article><footer>footer links</footer></body></html>")
+    return "".join(parts).encode()
+
+
+def real_pages(data: Path, count: int = 5, size: int = 100_000) -> list[bytes]:
+    """The `count` pages of the corpus closest to `size` bytes, in a stable order."""
+    import gzip
+
+    found = []
+    for path in sorted((data / "html").glob("*.html.gz")):
+        body = gzip.decompress(path.read_bytes())
+        found.append((abs(len(body) - size), path.name, body))
+    return [body for _, _, body in sorted(found)[:count]]
+
+
+def bench_passages(rounds: int, data: Path) -> None:
+    sys.path.insert(0, str(REPO))
+    from gateway.search.passages import rank_passages
+    from gateway.tools.webfetch import prepare
+
+    html = "text/html; charset=utf-8"
+    if (data / "html").is_dir():
+        pages, source = real_pages(data), f"the scrapinghub benchmark's pages ({data.name})"
+    else:
+        pages, source = [article(seed) for seed in range(5)], "generated articles"
+    prepared = [prepare(page, html, "markdown") for page in pages]
+    texts = [p.clean.text for p in prepared]
+    synthetic = "provider retry deadline timeout"
+    query = (prepared[0].title or synthetic) if source != "generated articles" else synthetic
+    ratios, extracting, ranking = [], [], []
+    for _ in range(rounds):
+        gc.collect()  # neither step pays for the other's garbage
+        started = time.perf_counter()
+        for page in pages:
+            prepare(page, html, "markdown")
+        extract_ms = (time.perf_counter() - started) * 1000
+        gc.collect()
+        started = time.perf_counter()
+        best = rank_passages(query, texts, 8)
+        rank_ms = (time.perf_counter() - started) * 1000
+        assert best, query
+        extracting.append(extract_ms)
+        ranking.append(rank_ms)
+        ratios.append(rank_ms / extract_ms)
+    kb = sum(map(len, pages)) / 1024 / len(pages)
+    print(f"\n{rounds} rounds; {source}: 5 pages of {kb:.0f} KB on average, Markdown text of "
+          f"{sum(map(len, texts)) // len(texts)} characters per page; query {query[:60]!r}\n")  # fmt: skip
+    print("| step | median (ms) |")
+    print("| --- | ---: |")
+    print(f"| extracting the 5 pages | {median(extracting):.2f} |")
+    print(f"| ranking their passages | {median(ranking):.2f} |")
+    ratio = median(ratios)
+    verdict = "PASS" if ratio < PASSAGES_TARGET else "FAIL"
+    print(f"\npassage ranking / page extraction: {ratio:.3f} median "
+          f"(target < {PASSAGES_TARGET}): {verdict}")  # fmt: skip
+
+
+async def bench_fusion(rounds: int, requests: int) -> None:
+    sys.path.insert(0, str(REPO))
+    from aiohttp import web
+
+    from gateway.fetch.client import Fetcher
+    from gateway.fetch.provider import FetcherProviderTransport, ProviderEndpoint
+    from gateway.fetch.resolver import parse_static_hosts
+    from gateway.search.assembly import build_engine
+    from gateway.search.query import SearchQuery
+
+    body = brave_body()
+
+    async def search(request: web.Request) -> web.Response:
+        await asyncio.sleep(PROVIDER_DELAY)
+        return web.Response(body=body, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/res/v1/web/search", search)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    base_url = f"http://{PROVIDER_HOST}:{port}"
+    fetcher = Fetcher(static_hosts=parse_static_hosts({PROVIDER_HOST: ["127.0.0.1"]}))
+    transport = FetcherProviderTransport(fetcher, [ProviderEndpoint(base_url, True)])
+    entry = {"id": "brave", "kind": "brave", "base_url": base_url, "api_key_env": KEY_ENV,
+             "allow_private": True}  # fmt: skip
+    engine = build_engine(
+        {"providers": [entry], "cache_ttl": 0}, transport, time.time, environ={KEY_ENV: KEY}
+    )
+    kinds = ("one query", "five queries")
+    per_round: dict[str, list[float]] = {kind: [] for kind in kinds}
+    try:
+        for round_index in range(rounds + 1):  # the first round warms up, uncounted
+            times: dict[str, list[float]] = {kind: [] for kind in kinds}
+            for index in range(requests):
+                for kind in rotated(kinds, round_index * requests + index):
+                    count = 1 if kind == "one query" else 5
+                    tag = uuid.uuid4().hex[:8]
+                    queries = [SearchQuery(f"bench {tag} phrasing {n}") for n in range(count)]
+                    started = time.perf_counter()
+                    outcome = await engine.search_many(queries)
+                    times[kind].append((time.perf_counter() - started) * 1000)
+                    assert outcome.results and not outcome.cached, outcome.warnings
+            if round_index:
+                for kind in kinds:
+                    per_round[kind].append(median(times[kind]))
+    finally:
+        await fetcher.close()
+        await runner.cleanup()
+    one, five = (median(per_round[kind]) for kind in kinds)
+    print(f"\n{rounds} rounds x {requests} searches per kind, interleaved; the fake provider "
+          f"answers after {PROVIDER_DELAY * 1000:.0f} ms\n")  # fmt: skip
+    print("| search | median of round medians (ms) |")
+    print("| --- | ---: |")
+    print(f"| one query | {one:.1f} |")
+    print(f"| five queries, fused | {five:.1f} |")
+    ratio = five / one
+    verdict = "PASS" if ratio <= FUSION_TARGET else "FAIL"
+    print(f"\nfive fused / one: {ratio:.3f} (target <= {FUSION_TARGET}): {verdict}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command")
     provider = sub.add_parser("provider", help="run the fake Brave provider (used internally)")
     provider.add_argument("--port", type=int, required=True)
+    passages = sub.add_parser("passages", help="passage ranking against page extraction")
+    passages.add_argument("--rounds", type=int, default=9)
+    passages.add_argument(
+        "--data",
+        type=Path,
+        default=Path(
+            os.environ.get("EXTBENCH_DIR") or REPO.parent / "shared" / "extbench" / "scrapinghub"
+        ),
+    )
+    fusion = sub.add_parser("fusion", help="five fused phrasings against one query")
+    fusion.add_argument("--rounds", type=int, default=5)
+    fusion.add_argument("--requests", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=300)
     args = parser.parse_args()
     if args.command == "provider":
         serve_provider(args.port)
+        return
+    if args.command == "passages":
+        bench_passages(args.rounds, args.data)
+        return
+    if args.command == "fusion":
+        asyncio.run(bench_fusion(args.rounds, args.requests))
         return
     folder = Path(tempfile.mkdtemp(prefix="bench-search-"))
     python = str(REPO / ".venv" / "bin" / "python")

@@ -65,15 +65,27 @@ class ProviderConfig:
     base_url: str | None = None
     api_key_env: str | None = None
     allow_private: bool = False
+    secret_id_env: str | None = None  # tencent_wsa: a key pair's id and secret key
+    secret_key_env: str | None = None
+    model: str | None = None  # openai, anthropic: the model that searches
+    retries: int = 1  # 0-3, of a timeout, network or server error, or a short rate limit
+    backoff_ms: int | None = None  # 1-2000 ms before a retry; None = the gateway's default
 
 
 def _default_providers() -> tuple[ProviderConfig, ...]:
-    return (ProviderConfig(id="ddg", kind="duckduckgo"),)
+    """The keyless chain: each engine hands over to the next when it blocks or fails."""
+    return (
+        ProviderConfig(id="ddg", kind="duckduckgo"),
+        ProviderConfig(id="bing", kind="bing"),
+        ProviderConfig(id="baidu", kind="baidu"),
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class SearchConfig:
     providers: tuple[ProviderConfig, ...] = field(default_factory=_default_providers)
+    # Host pattern -> rank weight for fusing and ranking results ({".python.org": 1.3}).
+    weights: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     cache_ttl: float = 600.0
     timeout: float = 10.0
     deadline: float = 20.0

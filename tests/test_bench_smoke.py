@@ -77,6 +77,15 @@ def check_review(output: str) -> None:
     assert re.search(r"peak traced memory, newest, 3 MB: [0-9]+ KB", output), output
 
 
+def check_passages(output: str) -> None:
+    assert re.search(rf"passage ranking / page extraction: {NUMBER} median", output), output
+    assert "generated articles" in output, output
+
+
+def check_fusion(output: str) -> None:
+    assert re.search(rf"five fused / one: {NUMBER}", output), output
+
+
 def check_search(output: str) -> None:
     assert re.search(rf"cached search: {NUMBER} ms median", output), output
     assert re.search(rf"uncached overhead over the provider: {NUMBER} ms", output), output
@@ -154,6 +163,20 @@ CASES = [
     pytest.param("markers.py", ["--rounds", "1", "--kb", "10"], check_markers, None, id="markers"),
     pytest.param(
         "search.py", ["--rounds", "1", "--requests", "10"], check_search, None, id="search"
+    ),
+    pytest.param(
+        "search.py",
+        ["passages", "--rounds", "1", "--data", "no-such-folder"],
+        check_passages,
+        None,
+        id="search-passages",
+    ),
+    pytest.param(
+        "search.py",
+        ["fusion", "--rounds", "1", "--requests", "2"],
+        check_fusion,
+        None,
+        id="search-fusion",
     ),
     pytest.param(
         "proxy.py",

@@ -33,6 +33,7 @@ from gateway.config import (
 )
 from gateway.configload import (
     BASE_URL_KINDS,
+    KEY_PAIR_KINDS,
     KEYED_KINDS,
     MAX_CONFIG_BYTES,
     PROVIDER_KINDS,
@@ -117,7 +118,10 @@ CONTRACT_DEFAULTS: list[tuple[str, Any]] = [
     ("state.on_failure", "closed"),
     ("fetch.cache_ttl", 0),
     ("fetch.user_agent", None),
-    ("search.providers", (ProviderConfig(id="ddg", kind="duckduckgo"),)),
+    ("search.providers", (ProviderConfig(id="ddg", kind="duckduckgo"),
+                          ProviderConfig(id="bing", kind="bing"),
+                          ProviderConfig(id="baidu", kind="baidu"))),  # fmt: skip
+    ("search.weights", {}),
     ("search.cache_ttl", 600),
     ("search.timeout", 10),
     ("search.deadline", 20),
@@ -324,7 +328,8 @@ def test_provider_kinds_match_the_adapters() -> None:
     from gateway.search.providers import ADAPTERS
 
     assert set(PROVIDER_KINDS) == set(ADAPTERS)
-    assert {kind for kind, adapter in ADAPTERS.items() if adapter.needs_key} == KEYED_KINDS
+    needs_key = {kind for kind, adapter in ADAPTERS.items() if adapter.needs_key}
+    assert needs_key == KEYED_KINDS | KEY_PAIR_KINDS
     assert set(ADAPTERS) >= BASE_URL_KINDS
 
 
@@ -347,6 +352,15 @@ def test_provider_kinds_match_the_adapters() -> None:
         ("{id: d, kind: duckduckgo, api_key_env: DDG}", ["unused_key"]),
         ("{id: d, kind: duck}", ["bad_value"]),
         ("{id: 'd d', kind: duckduckgo}", ["bad_id"]),
+        ("{id: w, kind: tencent_wsa, secret_id_env: TC_ID, secret_key_env: TC_KEY}", []),
+        ("{id: w, kind: tencent_wsa, secret_id_env: TC_ID}", ["missing_key"]),
+        ("{id: d, kind: duckduckgo, secret_id_env: TC_ID}", ["unused_key"]),
+        ("{id: o, kind: openai, api_key_env: OPENAI_API_KEY, model: gpt-5-mini}", []),
+        ("{id: o, kind: anthropic}", ["missing_key"]),
+        ("{id: d, kind: duckduckgo, model: m}", ["unused_key"]),
+        ("{id: d, kind: baidu, retries: 3, backoff_ms: 2000}", []),
+        ("{id: d, kind: baidu, retries: 4}", ["out_of_range"]),
+        ("{id: d, kind: baidu, backoff_ms: 0}", ["out_of_range"]),
     ],
     ids=[
         "keyed",
@@ -362,6 +376,15 @@ def test_provider_kinds_match_the_adapters() -> None:
         "unused-key",
         "bad-kind",
         "bad-id",
+        "tencent-key-pair",
+        "tencent-without-secret-key",
+        "key-pair-on-ddg",
+        "openai-with-model",
+        "anthropic-without-key",
+        "model-on-ddg",
+        "retries-and-backoff",
+        "too-many-retries",
+        "backoff-zero",
     ],
 )
 def test_provider_entries(entry: str, codes: list[str]) -> None:
@@ -664,3 +687,23 @@ def test_review_and_client_roles_are_read() -> None:
 )
 def test_review_and_role_mistakes_are_errors(text: str, codes: list[str]) -> None:
     assert _codes(text) == codes
+
+
+@pytest.mark.parametrize(
+    ("weights", "codes"),
+    [
+        ("{'.python.org': 1.3, pinterest.com: 0.5, '*.x.org': 0}", []),
+        ("{'https://x.org': 1}", ["bad_pattern"]),
+        ("{x.org: 11}", ["out_of_range"]),
+        ("{x.org: -1}", ["out_of_range"]),
+        ("{x.org: high}", ["wrong_type"]),
+        ("[x.org]", ["wrong_type"]),
+    ],
+)
+def test_search_weights(weights: str, codes: list[str]) -> None:
+    text = f"search: {{weights: {weights}}}"
+    if codes:
+        assert _codes(text) == codes
+    else:
+        loaded = _load(text).search.weights
+        assert dict(loaded) == {".python.org": 1.3, "pinterest.com": 0.5, "*.x.org": 0.0}

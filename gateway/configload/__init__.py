@@ -21,7 +21,12 @@ from gateway.configload.load import (
     load_config_bytes,
     load_config_file,
 )
-from gateway.configload.providers import BASE_URL_KINDS, KEYED_KINDS, PROVIDER_KINDS
+from gateway.configload.providers import (
+    BASE_URL_KINDS,
+    KEY_PAIR_KINDS,
+    KEYED_KINDS,
+    PROVIDER_KINDS,
+)
 from gateway.configload.serving import (
     apply_overrides,
     check_bind_safety,
@@ -35,6 +40,7 @@ __all__ = [
     "BASE_URL_KINDS",
     "CheckResult",
     "KEYED_KINDS",
+    "KEY_PAIR_KINDS",
     "MAX_CONFIG_BYTES",
     "PROVIDER_KINDS",
     "ConfigError",

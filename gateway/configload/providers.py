@@ -5,18 +5,37 @@ IP literal (metadata never, private only with `allow_private`).
 
 from __future__ import annotations
 
-from yaml.nodes import Node
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from yaml.nodes import MappingNode, Node, ScalarNode
 
 from gateway.config import ProviderConfig
 from gateway.configload.values import claim_unique, read_env_name, read_http_url, read_id
 from gateway.policy.addresses import AddressKind, classify_address
+from gateway.policy.hosts import PatternError, parse_pattern
 from gateway.policy.urls import parse_url
-from gateway.policy.yamlwalk import Field, Section, Walker, boolean_field, is_null
+from gateway.policy.yamlwalk import (
+    Field,
+    Section,
+    Walker,
+    boolean_field,
+    integer_field,
+    is_null,
+    text_field,
+)
 
 # Provider kinds and what each needs (tests check this against search.providers.ADAPTERS; the
 # table is repeated here so that reading a configuration never imports the search stack).
-PROVIDER_KINDS = ("duckduckgo", "bing", "brave", "tavily", "serper", "bocha", "searxng")
-KEYED_KINDS = frozenset({"brave", "tavily", "serper", "bocha"})
+PROVIDER_KINDS = (
+    "duckduckgo", "bing", "baidu", "brave", "tavily", "serper", "bocha", "searxng",
+    "tencent_wsa", "openai", "anthropic",
+)  # fmt: skip
+KEYED_KINDS = frozenset({"brave", "tavily", "serper", "bocha", "openai", "anthropic"})
+KEY_PAIR_KINDS = frozenset({"tencent_wsa"})  # secret_id_env and secret_key_env
+MODEL_KINDS = frozenset({"openai", "anthropic"})
+MAX_RETRIES = 3
+MAX_BACKOFF_MS = 2000
 BASE_URL_KINDS = frozenset({"searxng"})  # self-hosted only: there is no public default
 X_SEARCH_KINDS = ("xai",)
 
@@ -25,6 +44,11 @@ _PROVIDER_FIELDS = {
     "kind": Field(lambda w, n, p: w.choice(n, p, PROVIDER_KINDS), None, required=True),
     "base_url": Field(read_http_url, None),
     "api_key_env": Field(read_env_name, None),
+    "secret_id_env": Field(read_env_name, None),
+    "secret_key_env": Field(read_env_name, None),
+    "model": text_field(None, max_length=128, note=" (no line breaks or controls)"),
+    "retries": integer_field(1, minimum=0, maximum=MAX_RETRIES),
+    "backoff_ms": integer_field(None, minimum=1, maximum=MAX_BACKOFF_MS),
     "allow_private": boolean_field(False),
 }
 
@@ -57,6 +81,11 @@ def read_providers(w: Walker, node: Node, path: str) -> tuple[ProviderConfig, ..
                 base_url=entry["base_url"],
                 api_key_env=entry["api_key_env"],
                 allow_private=entry["allow_private"],
+                secret_id_env=entry["secret_id_env"],
+                secret_key_env=entry["secret_key_env"],
+                model=entry["model"],
+                retries=entry["retries"],
+                backoff_ms=entry["backoff_ms"],
             )
         )
     return tuple(providers) if len(providers) == len(entries) else None
@@ -79,6 +108,26 @@ def _check_provider_kind(w: Walker, entry: Section, where: str, kind: str) -> No
             f"{where}.api_key_env: {kind} takes no API key; remove it (or check the kind)",
         )
         entry.invalid.add("api_key_env")
+    for name in ("secret_id_env", "secret_key_env"):
+        part = name.split("_")[1]
+        node = entry.nodes.get(name)
+        given = node is not None and not is_null(node)
+        if kind in KEY_PAIR_KINDS and not given:
+            w.error(
+                entry.nodes["kind"],
+                "missing_key",
+                f"{where}.{name} is required for {kind}: the name of the environment variable "
+                f"holding its secret {part} (e.g. TENCENTCLOUD_SECRET_{part.upper()})",
+            )
+            entry.invalid.add(name)
+        elif kind not in KEY_PAIR_KINDS and given:
+            assert node is not None
+            w.error(node, "unused_key", f"{where}.{name}: only tencent_wsa takes a key pair")
+            entry.invalid.add(name)
+    model_node = entry.nodes.get("model")
+    if kind not in MODEL_KINDS and model_node is not None and not is_null(model_node):
+        w.error(model_node, "unused_key", f"{where}.model: only openai and anthropic take a model")
+        entry.invalid.add("model")
     url_node = entry.nodes.get("base_url")
     if kind in BASE_URL_KINDS and (url_node is None or is_null(url_node)):
         w.error(
@@ -114,3 +163,34 @@ def check_url_address(w: Walker, entry: Section, where: str) -> None:
             "if this provider really lives there",
         )
         entry.invalid.add("base_url")
+
+
+MAX_WEIGHT = 10.0  # fusion.MAX_WEIGHT (repeated here so reading a config never imports search)
+
+
+def read_weights(w: Walker, node: Node, path: str) -> Mapping[str, float] | None:
+    """`search.weights`: host pattern (as in a policy's domains) -> a rank weight, 0 to 10."""
+    if not isinstance(node, MappingNode):
+        w.wrong_type(node, path, "a mapping of host pattern to a weight")
+        return None
+    table: dict[str, float] = {}
+    ok = True
+    for key, value in node.value:
+        if not isinstance(key, ScalarNode) or w.is_reported(key):
+            ok = False
+            continue
+        try:
+            parse_pattern(key.value)
+        except PatternError as exc:
+            w.error(key, "bad_pattern", f"{path}: {exc}")
+            ok = False
+            continue
+        weight = w.number(value, f"{path}[{key.value!r}]", maximum=MAX_WEIGHT)
+        if weight is None:
+            ok = False
+        elif weight < 0:
+            w.error(value, "out_of_range", f"{path}[{key.value!r}] must not be negative")
+            ok = False
+        else:
+            table[key.value] = weight
+    return MappingProxyType(table) if ok else None

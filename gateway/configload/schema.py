@@ -20,7 +20,7 @@ from gateway.config import (
     XSearchConfig,
 )
 from gateway.configload.clients import read_clients
-from gateway.configload.providers import X_SEARCH_KINDS, read_providers
+from gateway.configload.providers import X_SEARCH_KINDS, read_providers, read_weights
 from gateway.configload.resolver import read_static_hosts
 from gateway.configload.values import (
     path_field,
@@ -96,6 +96,7 @@ TOP_FIELDS: dict[str, Field] = {
     "search": section_field(
         {
             "providers": Field(read_providers, SEARCH.providers),
+            "weights": Field(read_weights, SEARCH.weights),
             "cache_ttl": seconds_field(SEARCH.cache_ttl, allow_zero=True),
             "timeout": seconds_field(SEARCH.timeout),
             "deadline": seconds_field(SEARCH.deadline),

@@ -68,9 +68,16 @@ def verify_response(
 ) -> VerifiedPayload:
     """Check `dsse` with the given keys, that `envelope` is exactly the signed payload, and that
     the wrapped content matches the envelope's `content_sha256`. Raises DSSEError naming the
-    first thing that differs. A `Research` response is checked part by part."""
-    if "envelope" not in response and isinstance(response.get("pages"), list):
+    first thing that differs. A `Research` response is checked part by part (its own
+    envelope, when it has passages, too)."""
+    if isinstance(response.get("pages"), list) and "results" not in response:
         return _verify_research(response, public_keys)
+    return _verify_part(response, public_keys)
+
+
+def _verify_part(
+    response: Mapping[str, Any], public_keys: Sequence[Ed25519PublicKey]
+) -> VerifiedPayload:
     if "envelope" not in response:
         raise DSSEError("the response has no envelope")
     if "dsse" not in response:
@@ -95,6 +102,8 @@ def _verify_research(
 ) -> VerifiedPayload:
     keyids: list[str] = []
     parts: list[tuple[str, Mapping[str, Any]]] = []
+    if "envelope" in response:
+        parts.append(("the research envelope", response))
     if isinstance(response.get("search"), Mapping):
         parts.append(("search", response["search"]))
     for index, page in enumerate(response["pages"]):
@@ -104,7 +113,11 @@ def _verify_research(
         raise DSSEError("the research response holds no signed part")
     for name, part in parts:
         try:
-            verified = verify_response(part, public_keys)
+            verified = (
+                _verify_part(part, public_keys)
+                if part is response
+                else (verify_response(part, public_keys))
+            )
         except DSSEError as exc:
             raise DSSEError(f"{name}: {exc}") from exc
         keyids.extend(k for k in verified.keyids if k not in keyids)
@@ -122,6 +135,11 @@ def _check_content(response: Mapping[str, Any], envelope: object) -> None:
     if isinstance(response.get("results"), list):
         actual = _results_digest(response["results"], nonce)
         what = "results"
+    elif isinstance(response.get("passages"), list):
+        actual = _items_digest(
+            response["passages"], nonce, "passages", ("text", "title", "heading")
+        )
+        what = "passages"
     else:
         field = "content" if "content" in response else "text" if "text" in response else None
         if field is None:
@@ -134,14 +152,19 @@ def _check_content(response: Mapping[str, Any], envelope: object) -> None:
 
 
 def _results_digest(results: list[Any], nonce: str) -> str:
+    return _items_digest(results, nonce, "results", ("title", "snippet"))
+
+
+def _items_digest(items: list[Any], nonce: str, name: str, wrapped: tuple[str, ...]) -> str:
+    """The digest of a list of objects whose `wrapped` fields (when strings) are unwrapped."""
     plain: list[Any] = []
-    for index, result in enumerate(results):
-        if not isinstance(result, Mapping):
-            raise DSSEError(f"results[{index}] is not an object")
-        item = dict(result)
-        for key in ("title", "snippet"):
+    for index, entry in enumerate(items):
+        if not isinstance(entry, Mapping):
+            raise DSSEError(f"{name}[{index}] is not an object")
+        item = dict(entry)
+        for key in wrapped:
             if isinstance(item.get(key), str):
-                item[key] = _unwrapped(item[key], nonce, f"results[{index}].{key}")
+                item[key] = _unwrapped(item[key], nonce, f"{name}[{index}].{key}")
         plain.append(item)
     return hashlib.sha256(orjson.dumps(plain, option=orjson.OPT_SORT_KEYS)).hexdigest()
 

@@ -1,4 +1,6 @@
-"""Web search: provider adapters, the chain with passive health, canonical URLs, the cache.
+"""Web search: provider adapters, the chain with passive health, canonical URLs, the cache;
+several phrasings fused (fusion.py), near-duplicates merged (dedupe.py), and Research's
+passages cut and ranked (passages.py).
 
 Egress only through an injected `ProviderTransport` (the gateway's pinned client); policy
 filtering of result URLs, envelopes and markers belong to the tools above this package.

@@ -1,24 +1,33 @@
 """`build_engine`: the `search:` configuration section -> a ready `SearchEngine`.
 
-Reads provider entries ({id, kind, base_url?, api_key_env?, allow_private?}), API keys from
-the environment (never from the file), and builds in-memory health and cache stores unless
-shared ones are passed in. It does not validate the file's syntax: the config loader does.
+Reads provider entries ({id, kind, base_url?, api_key_env?, secret_id_env?, secret_key_env?,
+model?, retries?, backoff_ms?, allow_private?}), API keys from the environment (never from
+the file), the domain weights, and builds in-memory health and cache stores unless shared
+ones are passed in. It does not validate the file's syntax: the config loader does. A
+provider whose key is missing is logged as a warning here, once, and never asked.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from gateway.config import SearchConfig
 from gateway.search.cache import InMemorySearchCache, SearchCache
 from gateway.search.chain import ConfiguredProvider, RetryPolicy, SearchEngine, SearchOutcome
+from gateway.search.fusion import DomainWeights
 from gateway.search.health import HealthStore, InMemoryHealthStore
 from gateway.search.providers import ADAPTERS
 
-DEFAULT_PROVIDERS: tuple[Mapping[str, Any], ...] = ({"id": "ddg", "kind": "duckduckgo"},)
+DEFAULT_PROVIDERS: tuple[Mapping[str, Any], ...] = tuple(
+    {"id": p.id, "kind": p.kind} for p in SearchConfig().providers
+)
 DEFAULTS = {"cache_ttl": 600.0, "timeout": 10.0, "deadline": 20.0}
+
+log = logging.getLogger("gateway.search")
 
 
 def build_engine(
@@ -37,6 +46,15 @@ def build_engine(
     entries = _read(search_config, "providers", None) or DEFAULT_PROVIDERS
     providers = [_provider(entry, env) for entry in entries]
     cache_ttl = float(_read(search_config, "cache_ttl", DEFAULTS["cache_ttl"]))
+    for provider in providers:
+        if provider.key_missing:
+            log.warning(
+                "search provider %s (%s): no API key in %s; it is not asked until the key is "
+                "set and the gateway restarted",
+                provider.id,
+                provider.kind,
+                ", ".join(provider.missing_key_names) or "its environment variable",
+            )
     return SearchEngine(
         providers,
         transport,
@@ -47,6 +65,7 @@ def build_engine(
         retry=retry,
         sleep=sleep,
         clock=clock,
+        weights=DomainWeights.from_mapping(_read(search_config, "weights", None)),
     )
 
 
@@ -60,7 +79,9 @@ def _provider(entry: Any, env: Mapping[str, str]) -> ConfiguredProvider:
         raise ValueError(
             f"search.providers[{pid}]: unknown kind {kind!r}; known: {', '.join(sorted(ADAPTERS))}"
         )
-    key_env = _read(entry, "api_key_env", None)
+    key_env = _read(entry, "api_key_env", None) or _read(entry, "secret_key_env", None)
+    id_env = _read(entry, "secret_id_env", None)
+    backoff_ms = _read(entry, "backoff_ms", None)
     return ConfiguredProvider(
         id=pid,
         adapter=adapter,
@@ -68,6 +89,11 @@ def _provider(entry: Any, env: Mapping[str, str]) -> ConfiguredProvider:
         api_key=(env.get(key_env) or None) if key_env else None,
         api_key_env=key_env,
         allow_private=bool(_read(entry, "allow_private", False)),
+        secret_id=(env.get(id_env) or None) if id_env else None,
+        secret_id_env=id_env,
+        model=_read(entry, "model", None),
+        retries=int(_read(entry, "retries", 1)),
+        backoff=float(backoff_ms) / 1000 if backoff_ms is not None else None,
     )
 
 

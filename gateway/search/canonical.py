@@ -42,9 +42,11 @@ class SearchResult:
     snippet: str
     domain: str
     published_at: str | None
+    # Canonical URLs of near-duplicates merged into this result (dedupe.py), best rank first.
+    mirrors: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "title": self.title,
             "url": self.url,
@@ -52,6 +54,13 @@ class SearchResult:
             "domain": self.domain,
             "published_at": self.published_at,
         }
+        if self.mirrors:
+            out["mirrors"] = list(self.mirrors)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SearchResult:
+        return cls(**{**data, "mirrors": tuple(data.get("mirrors", ()))})
 
 
 def canonical_url(raw: str) -> str | None:
@@ -94,7 +103,7 @@ def dedup(results: Iterable[SearchResult]) -> tuple[list[SearchResult], int]:
     position: dict[str, int] = {}
     dropped = 0
     for result in results:
-        key = _twin_key(result.url)
+        key = twin_key(result.url)
         if key not in position:
             position[key] = len(kept)
             kept.append(result)
@@ -106,7 +115,7 @@ def dedup(results: Iterable[SearchResult]) -> tuple[list[SearchResult], int]:
     return kept, dropped
 
 
-def _twin_key(url: str) -> str:
+def twin_key(url: str) -> str:
     """The URL without its scheme, so http and https copies on their default ports collide.
 
     A canonical URL keeps a port only when it is not its scheme's default; with one, http

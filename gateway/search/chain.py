@@ -1,9 +1,12 @@
 """The search chain: ask configured providers in order until one answers with results.
 
 Cooling providers are skipped, failures and empty answers hand over to the next provider, a
-retryable failure gets one retry after a backoff, and the whole search fits in a deadline.
-Every warning reads "<id>: [class] message" with API keys scrubbed. Domain filters are applied
-again to what comes back. The answer is canonicalised, deduplicated and cached.
+retryable failure is retried (`retries` times, default once) after the provider's backoff,
+and the whole search fits in a deadline. Every warning reads "<id>: [class] message" with API
+keys scrubbed. Domain filters are applied again to what comes back. The answer is
+canonicalised, deduplicated (near-duplicates merged, see dedupe.py), re-ranked by the domain
+weights when there are any, and cached. `search_many` searches several phrasings of one
+question in parallel under one deadline and fuses them (fusion.py).
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from gateway.errors import (
 )
 from gateway.search.cache import SearchCache, search_cache_key
 from gateway.search.canonical import SearchResult, canonical_url, dedup, result_id
+from gateway.search.dedupe import merge_near_duplicates
 from gateway.search.failures import ErrorClass, ProviderError, scrub_secrets
+from gateway.search.fusion import DomainWeights, fuse
 from gateway.search.health import HealthState, HealthStore, iso_time
-from gateway.search.providers.adapter import ProviderAdapter
+from gateway.search.providers.adapter import ProviderAdapter, ProviderSettings
 from gateway.search.query import RawResult, SearchQuery, host_within, rewrite_chinese_year
 from gateway.search.transport import ProviderTransport, ProviderTransportError
 
@@ -46,6 +51,11 @@ class ConfiguredProvider:
     api_key: str | None = field(default=None, repr=False)
     api_key_env: str | None = None
     allow_private: bool = False
+    secret_id: str | None = field(default=None, repr=False)  # a key pair's id (tencent_wsa)
+    secret_id_env: str | None = None
+    model: str | None = None  # model-native providers
+    retries: int = 1  # of a timeout, network or server error, or a short rate limit
+    backoff: float | None = None  # seconds before a retry; None = the engine's RetryPolicy
 
     @property
     def kind(self) -> str:
@@ -53,7 +63,28 @@ class ConfiguredProvider:
 
     @property
     def key_missing(self) -> bool:
+        if self.secret_id_env is not None and not self.secret_id:
+            return True
         return self.adapter.needs_key and not self.api_key
+
+    @property
+    def missing_key_names(self) -> tuple[str, ...]:
+        """The environment variables that should hold this provider's missing secrets."""
+        names = []
+        if self.secret_id_env is not None and not self.secret_id:
+            names.append(self.secret_id_env)
+        if self.adapter.needs_key and not self.api_key and self.api_key_env:
+            names.append(self.api_key_env)
+        return tuple(names)
+
+    def settings(self, now: float) -> ProviderSettings:
+        return ProviderSettings(
+            base_url=self.base_url,
+            api_key=self.api_key,
+            secret_id=self.secret_id,
+            model=self.model or self.adapter.default_model,
+            now=now,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +108,8 @@ class SearchOutcome:
     query_rewritten: bool
     query_year: int | None
     freshness_auto_inferred: bool
+    answer: str | None = None  # a model-native provider's own prose, as it wrote it
+    queries: tuple[str, ...] = ()  # every phrasing of a fused search; empty for one query
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,6 +126,8 @@ class SearchOutcome:
             "query_rewritten": self.query_rewritten,
             "query_year": self.query_year,
             "freshness_auto_inferred": self.freshness_auto_inferred,
+            "answer": self.answer,
+            "queries": list(self.queries),
         }
 
     @classmethod
@@ -104,7 +139,7 @@ class SearchOutcome:
             provider=data["provider"],
             providers_tried=tuple(data["providers_tried"]),
             warnings=tuple(data["warnings"]),
-            results=tuple(SearchResult(**r) for r in data["results"]),
+            results=tuple(SearchResult.from_dict(r) for r in data["results"]),
             deduped=data["deduped"],
             filtered_domains=data["filtered_domains"],
             freshness_applied=data["freshness_applied"],
@@ -112,6 +147,8 @@ class SearchOutcome:
             query_rewritten=data["query_rewritten"],
             query_year=data["query_year"],
             freshness_auto_inferred=data["freshness_auto_inferred"],
+            answer=data.get("answer"),
+            queries=tuple(data.get("queries", ())),
         )
 
 
@@ -123,6 +160,7 @@ class _Answer:
     deduped: int
     filtered: int
     freshness_applied: bool
+    answer: str | None = None
 
 
 class SearchEngine:
@@ -138,6 +176,7 @@ class SearchEngine:
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.time,
+        weights: DomainWeights | None = None,
     ) -> None:
         if not providers:
             raise ValueError("at least one search provider is needed")
@@ -154,7 +193,10 @@ class SearchEngine:
         self._retry = retry or RetryPolicy()
         self._sleep = sleep
         self._clock = clock
-        self._secrets = tuple(p.api_key for p in providers if p.api_key)
+        self._weights = weights or DomainWeights()
+        self._secrets = tuple(
+            secret for p in providers for secret in (p.api_key, p.secret_id) if secret
+        )
 
     @property
     def provider_ids(self) -> tuple[str, ...]:
@@ -191,14 +233,14 @@ class SearchEngine:
                 sent = query  # the year stays in the text where no time filter can replace it
             tried.append(pid)
             try:
-                raw = await self._ask(provider, sent, deadline)
+                raw, said = await self._ask(provider, sent, deadline)
             except ProviderError as error:
                 if error.error_class is not ErrorClass.BUDGET_EXHAUSTED:
                     await self._health.record_failure(pid, error.error_class, error.retry_after)
                 self._warn(warnings, pid, error)
                 continue
             await self._health.record_success(pid)
-            candidate = self._finish(pid, provider.adapter, sent, raw)
+            candidate = self._finish(pid, provider.adapter, sent, raw, said)
             if candidate.results:
                 answer = candidate
                 break
@@ -226,15 +268,77 @@ class SearchEngine:
             query_rewritten=rewritten,
             query_year=rewrite.query_year,
             freshness_auto_inferred=rewritten and rewrite.freshness_auto_inferred,
+            answer=chosen.answer,
         )
         if self._cache is not None and answer is not None:
             await self._cache.put(key, outcome)
         return outcome
 
+    async def search_many(
+        self, queries: Sequence[SearchQuery], *, provider_id: str | None = None
+    ) -> SearchOutcome:
+        """Several phrasings of one question, each through the chain (and the cache), all at
+        once within one deadline, fused by reciprocal rank. One phrasing is `search`.
+
+        `deduped` counts every entry folded into another: within a phrasing's answer and
+        the same page found by several phrasings. Fails only when every phrasing failed.
+        """
+        if len(queries) == 1:
+            return await self.search(queries[0], provider_id=provider_id)
+        outcomes = await asyncio.gather(
+            *(self.search(q, provider_id=provider_id) for q in queries), return_exceptions=True
+        )
+        answered: list[SearchOutcome] = []
+        warnings: list[str] = []
+        for query, outcome in zip(queries, outcomes, strict=True):
+            if isinstance(outcome, UpstreamError):
+                warnings.append(self._scrub(f"{query.query[:80]!r}: {outcome.message}"))
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                answered.append(outcome)
+        if not answered:
+            raise UpstreamError("every search provider failed, for every phrasing: "
+                                + " | ".join(warnings))  # fmt: skip
+        fused, folded = fuse([o.results for o in answered], self._weights)
+        fused, merged = merge_near_duplicates(fused)
+        first = answered[0]
+        limit = max(q.max_results for q in queries)
+        tried = dict.fromkeys(pid for o in outcomes if isinstance(o, SearchOutcome)
+                              for pid in o.providers_tried)  # fmt: skip
+        lines = dict.fromkeys([*(w for o in answered for w in o.warnings), *warnings])
+        providing = next((o for o in answered if o.results), first)
+        return replace(
+            first,
+            provider=providing.provider,
+            providers_tried=tuple(tried),
+            warnings=tuple(lines),
+            results=tuple(fused[:limit]),
+            deduped=sum(o.deduped for o in answered) + folded + merged,
+            filtered_domains=sum(o.filtered_domains for o in answered),
+            freshness_applied=all(o.freshness_applied for o in answered if o.provider),
+            cached=all(o.cached for o in answered),
+            answer=next((o.answer for o in answered if o.answer), None),
+            queries=tuple(q.query for q in queries),
+        )
+
+    def missing_keys(self) -> dict[str, tuple[str, ...]]:
+        """Provider id -> the environment variables its missing secrets should be in."""
+        return {
+            p.id: p.missing_key_names or ("?",) for p in self._providers.values() if p.key_missing
+        }
+
     async def status(self) -> dict[str, Any]:
         """Providers with their health (for /v1/status), and cache statistics."""
         health = await self._health.snapshot(self._order)
-        providers = [{**entry, "kind": self._providers[entry["id"]].kind} for entry in health]
+        missing = self.missing_keys()
+        providers = []
+        for entry in health:
+            provider = self._providers[entry["id"]]
+            item = {**entry, "kind": provider.kind}
+            if provider.id in missing:
+                item["key_missing"] = list(missing[provider.id])
+            providers.append(item)
         cache = (await self._cache.stats()).to_dict() if self._cache is not None else None
         return {"providers": providers, "cache": cache}
 
@@ -242,7 +346,8 @@ class SearchEngine:
         self, provider: ConfiguredProvider, remaining: float
     ) -> ProviderError | None:
         if provider.key_missing:
-            where = f" (set {provider.api_key_env})" if provider.api_key_env else ""
+            names = provider.missing_key_names
+            where = f" (set {', '.join(names)})" if names else ""
             return ProviderError(ErrorClass.HTTP_4XX, f"no API key configured{where}; not asked")
         health = await self._health.get(provider.id)
         now = self._clock()
@@ -261,12 +366,14 @@ class SearchEngine:
 
     async def _ask(
         self, provider: ConfiguredProvider, query: SearchQuery, deadline: float
-    ) -> list[RawResult]:
-        """One request, and one retry when the failure is worth it and time allows."""
+    ) -> tuple[list[RawResult], str | None]:
+        """One request, and up to `retries` more when the failure is worth it and time
+        allows; the results and the model's answer, if the provider writes one."""
         loop = asyncio.get_running_loop()
-        request = provider.adapter.build_request(query, provider.base_url, provider.api_key)
-        retried = False
+        retried = 0
         while True:
+            # Built for each attempt: a signed request carries the time it was signed.
+            request = provider.adapter.request(query, provider.settings(self._clock()))
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise ProviderError(
@@ -291,10 +398,10 @@ class SearchEngine:
                     )
             except ProviderError as exc:
                 error = exc
-            wait = self._retry_wait(error)
-            if retried or wait is None or wait >= deadline - loop.time():
+            wait = self._retry_wait(error, provider)
+            if retried >= provider.retries or wait is None or wait >= deadline - loop.time():
                 raise error
-            retried = True
+            retried += 1
             log.info(
                 "search provider %s: %s; retrying in %.2f s",
                 provider.id,
@@ -303,19 +410,25 @@ class SearchEngine:
             )
             await self._sleep(wait)
 
-    def _retry_wait(self, error: ProviderError) -> float | None:
+    def _retry_wait(self, error: ProviderError, provider: ConfiguredProvider) -> float | None:
+        backoff = self._retry.backoff if provider.backoff is None else provider.backoff
         if error.error_class in _RETRYABLE:
-            return self._retry.backoff
+            return backoff
         if (
             error.error_class is ErrorClass.RATE_LIMITED
             and error.retry_after is not None
             and 0 <= error.retry_after <= self._retry.max_retry_after
         ):
-            return max(error.retry_after, self._retry.backoff)
+            return max(error.retry_after, backoff)
         return None
 
     def _finish(
-        self, pid: str, adapter: ProviderAdapter, sent: SearchQuery, raw: list[RawResult]
+        self,
+        pid: str,
+        adapter: ProviderAdapter,
+        sent: SearchQuery,
+        raw: list[RawResult],
+        said: str | None = None,
     ) -> _Answer:
         results: list[SearchResult] = []
         filtered = 0
@@ -338,13 +451,17 @@ class SearchEngine:
                 )
             )
         kept, deduped = dedup(results)
+        kept, merged = merge_near_duplicates(kept)
+        if self._weights:
+            kept, _ = fuse([kept], self._weights)
         return _Answer(
             provider=pid,
             sent=sent,
             results=kept[: sent.max_results],
-            deduped=deduped,
+            deduped=deduped + merged,
             filtered=filtered,
             freshness_applied=sent.has_time_filter and adapter.applies_time_filter(sent),
+            answer=said,
         )
 
     def _warn(self, warnings: list[str], pid: str, error: ProviderError) -> None:
@@ -356,9 +473,11 @@ class SearchEngine:
         return scrub_secrets(text, self._secrets)
 
 
-def _parse(provider: ConfiguredProvider, response: Any) -> list[RawResult]:
+def _parse(provider: ConfiguredProvider, response: Any) -> tuple[list[RawResult], str | None]:
     try:
-        return provider.adapter.parse(response)
+        results = provider.adapter.parse(response)
+        reader = provider.adapter.parse_answer
+        return results, reader(response) if reader is not None else None
     except ProviderError:
         raise
     except Exception as exc:  # a parser bug must cost one provider, not the search

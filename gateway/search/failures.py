@@ -15,6 +15,9 @@ class ErrorClass(StrEnum):
     TIMEOUT = "timeout"
     NETWORK = "network"
     RATE_LIMITED = "rate_limited"
+    # A captcha or an anti-bot page: the engine refuses this address for a while; cools as a
+    # rate limit does.
+    BLOCKED = "blocked"
     SERVER_ERROR = "server_error"
     HTTP_4XX = "http_4xx"
     INVALID_RESPONSE = "invalid_response"

@@ -2,9 +2,9 @@
 
 `next_health` is the pure transition (clock value passed in); a `HealthStore` keeps one record
 per provider (in memory here; a shared one implements the same async interface). Rules:
-success -> healthy; a rate limit cools for its Retry-After (default 60 s, capped at 600 s); any
-other failure -> degraded, and the second in a row cools for 60 s. A cooled provider that fails
-again cools again; one success clears everything.
+success -> healthy; a rate limit or a block (captcha) cools for its Retry-After (default 60 s,
+capped at 600 s); any other failure -> degraded, and the second in a row cools for 60 s. A
+cooled provider that fails again cools again; one success clears everything.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def next_health(
         return ProviderHealth(tested=True)
     failures = current.consecutive_failures + 1
     cooling_until = current.cooling_until
-    if error_class is ErrorClass.RATE_LIMITED:
+    if error_class in (ErrorClass.RATE_LIMITED, ErrorClass.BLOCKED):
         wait = DEFAULT_RATE_LIMIT_COOLING if retry_after is None else retry_after
         cooling_until = now + min(max(wait, 0.0), MAX_COOLING)
     elif failures >= FAILURES_BEFORE_COOLING:

@@ -87,6 +87,11 @@ async def explain(request: web.Request) -> web.Response:
 
 
 async def status(request: web.Request) -> web.Response:
+    return json_response(await status_body(request))
+
+
+async def status_body(request: web.Request) -> dict[str, Any]:
+    """What GET /v1/status (and MCP's Status tool) shows this caller."""
     services = request.app[SERVICES]
     client = caller(request)
     policy = client.policy if client else services.state.default_policy
@@ -111,7 +116,7 @@ async def status(request: web.Request) -> web.Response:
     }
     for name, provider in services.status_providers.items():
         body[name] = await provider()
-    return json_response(body)
+    return body
 
 
 async def healthz(request: web.Request) -> web.Response:

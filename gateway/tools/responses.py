@@ -203,7 +203,23 @@ SEARCH_RESPONSE = _object(
             domain=_NULLABLE_STR,
             published_at=_NULLABLE_STR,
             policy={**_RESULT_POLICY, "description": "Only with results: mark, on a denied one."},
+            mirrors={
+                "type": "array",
+                "items": _STR,
+                "description": "Only when near-duplicates (the same page elsewhere, a mirror) "
+                "were merged into this result: their URLs that the policy allows, best first.",
+            },
         ),
+    },
+    queries={
+        "type": "array",
+        "items": _STR,
+        "description": "Only when the request gave queries: every phrasing searched.",
+    },
+    answer={
+        **WRAPPED,
+        "description": "Only from a model-native provider (openai, anthropic): the model's "
+        "own prose, wrapped as untrusted, with links the policy denies removed.",
     },
     envelope=_object(
         [*_ENVELOPE_REQUIRED, "tool", "query", "provider", "results", "cached"],
@@ -213,6 +229,7 @@ SEARCH_RESPONSE = _object(
         provider=_NULLABLE_STR,
         results=_INT,
         cached=_BOOL,
+        answer_sha256={**_HEX64, "description": "With an answer: of its text as wrapped."},
     ),
     dsse=DSSE,
 )
@@ -231,10 +248,48 @@ RESEARCH_FAILED_PAGE = _object(
         reason=_NULLABLE_STR,
     ),
 )
+_NULLABLE_WRAPPED = {"anyOf": [WRAPPED, {"type": "null"}]}
+RESEARCH_PASSAGE = _object(
+    ["text", "url", "title", "heading", "rank", "score", "page_index", "char_start", "char_end"],
+    text=WRAPPED,
+    url=_STR,
+    title=_NULLABLE_WRAPPED,
+    heading=_NULLABLE_WRAPPED,
+    rank={"type": "integer", "minimum": 1},
+    score={"type": "number", "description": "BM25 against the query; higher is better."},
+    page_index={"type": "integer", "minimum": 0, "description": "Index into `pages`."},
+    char_start={
+        "type": "integer",
+        "minimum": 0,
+        "description": "Code points into the page's whole extracted text: "
+        "text[char_start:char_end] is the passage.",
+    },
+    char_end={"type": "integer", "minimum": 0},
+)
+RESEARCH_ENVELOPE = _object(
+    [*_ENVELOPE_REQUIRED, "tool", "query", "search_envelope", "pages", "passages"],
+    **_ENVELOPE_COMMON,
+    tool=_const("Research"),
+    query=_STR,
+    search_envelope={**_STR, "description": "The id of the search's envelope."},
+    pages={
+        "type": "array",
+        "items": _NULLABLE_STR,
+        "description": "Each page's envelope id (null for a page that failed), as in `pages`.",
+    },
+    passages=_INT,
+)
 RESEARCH_RESPONSE = _object(
     ["search", "pages"],
     search=SEARCH_RESPONSE,
     pages={"type": "array", "items": {"oneOf": [RESEARCH_PAGE, RESEARCH_FAILED_PAGE]}},
+    passages={
+        "type": "array",
+        "items": RESEARCH_PASSAGE,
+        "description": "With answer_with: passages (the default): best first, across pages.",
+    },
+    envelope={**RESEARCH_ENVELOPE, "description": "With passages: covers them."},
+    dsse=DSSE,
 )
 
 X_SEARCH_RESPONSE = _object(
@@ -341,6 +396,12 @@ _PROVIDER_STATUS = _object(
     cooling_until=_NULLABLE_TIME,
     consecutive_failures=_INT,
     last_error=_NULLABLE_STR,
+    key_missing={
+        "type": "array",
+        "items": _STR,
+        "description": "Only for a provider whose key is not set: the environment variables "
+        "that should hold it. Such a provider is never asked.",
+    },
 )
 
 STATUS_RESPONSE = _object(

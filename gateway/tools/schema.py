@@ -58,16 +58,28 @@ FETCH_REQUEST: Schema = {
     },
 }
 
+MAX_QUERIES = 5
+# One of `query` and `queries` is required, and not both: the tool checks it (search_queries),
+# since models' tool APIs refuse an input schema with anyOf or oneOf at its top level.
+
 SEARCH_REQUEST: Schema = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["query"],
     "properties": {
         "query": {
             "type": "string",
             "minLength": 1,
             "maxLength": 2000,
-            "description": "The search query.",
+            "description": "The search query (required unless queries is given).",
+        },
+        "queries": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_QUERIES,
+            "items": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "description": "Instead of query: up to 5 phrasings of one question (synonyms, "
+            "another language, the expected answer's words), searched in parallel and merged "
+            "by reciprocal rank fusion.",
         },
         "max_results": {"type": "integer", "minimum": 1, "maximum": 20, "default": 10},
         "provider": {
@@ -108,12 +120,26 @@ SEARCH_REQUEST: Schema = {
 RESEARCH_REQUEST: Schema = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["query"],
     "properties": {
         **SEARCH_REQUEST["properties"],
         "fetch_top_n": {"type": "integer", "minimum": 0, "maximum": 5, "default": 2},
         "extract_mode": {"type": "string", "enum": ["summary", "full"], "default": "summary"},
         "max_page_length": {"type": "integer", "minimum": 1, "maximum": 200_000},
+        "answer_with": {
+            "type": "string",
+            "enum": ["passages", "pages"],
+            "default": "passages",
+            "description": "passages: also return the passages of the pages that best match "
+            "the query, best first, each with its page, heading and character offsets; pages: "
+            "the pages alone.",
+        },
+        "max_passages": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 20,
+            "default": 8,
+            "description": "How many passages to return, across all pages.",
+        },
     },
 }
 
@@ -195,6 +221,8 @@ def validate(schema: Schema, value: Any, *, where: str = "") -> None:
         if "maximum" in schema and value > schema["maximum"]:
             raise InvalidRequestError(f"{label}: must be at most {schema['maximum']}")
     if isinstance(value, list):
+        if len(value) < schema.get("minItems", 0):
+            raise InvalidRequestError(f"{label}: at least {schema['minItems']} items")
         if "maxItems" in schema and len(value) > schema["maxItems"]:
             raise InvalidRequestError(f"{label}: at most {schema['maxItems']} items")
         for index, item in enumerate(value):

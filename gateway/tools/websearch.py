@@ -1,5 +1,9 @@
 """WebSearch: validate, decide the tool, search (cached), filter by the caller's policy, wrap.
 
+Several phrasings (`queries`) are searched at once and fused by the engine. A model-native
+provider's `answer` is the model's prose: every URL in it that the caller's policy denies is
+cut out before it is wrapped as untrusted, like any other web text.
+
 The engine's answer is shared by every client (it is cached); the policy filter, the ids a
 client may fetch, the nonce and the envelope are made per request, after the cache, so no
 client ever sees another's filtered view. The result ids are stored before anything is
@@ -10,6 +14,7 @@ before the answer is returned (fail closed).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +24,7 @@ import orjson
 
 from gateway.audit.log import AuditLog
 from gateway.audit.redaction import redact_text
-from gateway.errors import GatewayError, UnavailableError, UpstreamError
+from gateway.errors import GatewayError, InvalidRequestError, UnavailableError, UpstreamError
 from gateway.policy.engine import Decision, decide_address, decide_tool, decide_url
 from gateway.policy.model import Policy, ResultsHandling
 from gateway.provenance.dsse import Signer
@@ -42,9 +47,13 @@ DESCRIPTION = (
     'call WebFetch with url "id:<id>" (or the url). Narrow searches with site, '
     "include_domains or exclude_domains, and recent ones with freshness (day, week, month, "
     "year) or time_range (YYYY-MM-DD..YYYY-MM-DD); freshness_applied says whether the "
-    "provider really filtered by time. Results the gateway's policy does not allow are left "
-    "out (counted in filtered.policy); warnings name providers that failed before one answered."
+    "provider really filtered by time. For a hard question pass queries: up to 5 phrasings "
+    "(other words, another language, the words the answer would use) searched at once and "
+    "merged. Results the gateway's policy does not allow are left out (counted in "
+    "filtered.policy); warnings name providers that failed before one answered."
 )
+REMOVED_LINK = "[link removed: not allowed by the gateway's policy]"
+_ANSWER_URL = re.compile(r"https?://[^\s<>\"'()\[\]{}]+", re.IGNORECASE)
 IDS_RETRY_AFTER = 5.0  # seconds an agent is told to wait when result ids could not be stored
 
 
@@ -79,6 +88,10 @@ class WebSearchTool:
         self._signer = signer
         self._views = ViewCache()
 
+    @property
+    def signer(self) -> Signer | None:
+        return self._signer
+
     async def call(self, ctx: CallContext, args: Mapping[str, Any]) -> dict[str, Any]:
         """The HTTP API body for one WebSearch call (raises GatewayError on refusal/failure)."""
         validate(SEARCH_REQUEST, args)
@@ -89,7 +102,8 @@ class WebSearchTool:
     ) -> SearchAnswer:
         """Search for already schema-checked `args`; `action` names the audit record (Research
         searches through here too and decides its own enablement)."""
-        query = SearchQuery.from_fields(args)
+        queries = search_queries(args)
+        query = queries[0]
         decision = decide_tool(ctx.policy, action)
         if not decision.allowed:
             error = refusal(decision)
@@ -98,7 +112,7 @@ class WebSearchTool:
         if action != "WebSearch":
             decision = decide_tool(ctx.policy, "WebSearch")
         try:
-            outcome = await self.engine.search(query, provider_id=args.get("provider"))
+            outcome = await self.engine.search_many(queries, provider_id=args.get("provider"))
         except UpstreamError as error:
             self._audit.append(
                 tool_record(
@@ -120,6 +134,8 @@ class WebSearchTool:
             "filtered_domains": outcome.filtered_domains,
             "cached": outcome.cached,
         }
+        if len(queries) > 1:
+            summary["queries"] = len(queries)
         if view.unenforced:
             summary["unenforced_denials"] = view.unenforced
         # Ids first: a response must never promise ids that cannot be fetched, so a store
@@ -166,8 +182,13 @@ class WebSearchTool:
         the same as before) wrapped with a fresh nonce, a new envelope and signature."""
         policy = ctx.policy
         view = self._views.get(policy, outcome.results)
+        answer = None
+        if outcome.answer is not None:
+            answer = sanitize(without_denied_links(policy, outcome.answer))
         nonce = new_nonce()
-        while any(nonce in e.item["title"] or nonce in e.item["snippet"] for e in view.entries):
+        while any(nonce in e.item["title"] or nonce in e.item["snippet"] for e in view.entries) or (
+            answer is not None and nonce in answer.text
+        ):
             nonce = new_nonce()  # a fresh 128-bit nonce never is in the text; re-draw if it were
         wrapped = [
             {
@@ -211,7 +232,49 @@ class WebSearchTool:
             "results": wrapped,
             "envelope": envelope,
         }
+        if outcome.queries:
+            body["queries"] = list(outcome.queries)
+        if answer is not None:
+            body["answer"] = wrap(answer.text, nonce=nonce, source=ANSWER_SOURCE)
+            envelope["answer_sha256"] = hashlib.sha256(answer.text.encode()).hexdigest()
+            envelope["sanitized"]["marker_lookalikes"] += answer.marker_lookalikes
+            envelope["sanitized"]["invisible_chars"] += answer.invisible_chars
         return SearchAnswer(attach_dsse(body, self._signer), view.allowed), view
+
+
+ANSWER_SOURCE = "web_search_answer"  # the markers' source of a model-native answer
+
+
+def search_queries(args: Mapping[str, Any]) -> list[SearchQuery]:
+    """The request's phrasings as validated queries (each with the request's other fields),
+    repeats dropped; `query` and `queries` together are refused."""
+    phrasings = args.get("queries")
+    if phrasings is None:
+        if args.get("query") is None:
+            raise InvalidRequestError("query: is required (or queries: 1 to 5 phrasings)")
+        return [SearchQuery.from_fields(args)]
+    if args.get("query") is not None:
+        raise InvalidRequestError("query, queries: give one of them, not both")
+    found: dict[str, SearchQuery] = {}
+    for index, text in enumerate(phrasings):
+        try:
+            query = SearchQuery.from_fields({**args, "query": text})
+        except InvalidRequestError as error:
+            raise InvalidRequestError(f"queries[{index}]: {error.message}") from None
+        found.setdefault(query.query, query)
+    return list(found.values())
+
+
+def without_denied_links(policy: Policy, text: str) -> str:
+    """`text` with every URL the policy would not let a result have replaced by a note, so a
+    model's prose cannot hand the agent a link its results were not allowed to hold."""
+
+    def check(match: re.Match[str]) -> str:
+        url = match.group(0).rstrip(".,;:!?")
+        tail = match.group(0)[len(url) :]
+        return (url if decide_result(policy, url).allowed else REMOVED_LINK) + tail
+
+    return _ANSWER_URL.sub(check, text)
 
 
 def decide_result(policy: Policy, url: str) -> Decision:
@@ -298,6 +361,10 @@ def build_view(policy: Policy, results: Sequence[SearchResult], placeholder: str
             "domain": result.domain,
             "published_at": result.published_at,
         }
+        if result.mirrors:
+            mirrors = [url for url in result.mirrors if decide_result(policy, url).allowed]
+            if mirrors:
+                item["mirrors"] = mirrors
         if flag is None:
             allowed.append(Ranked(len(entries) + 1, result))
         else:
@@ -359,7 +426,12 @@ def render_text(body: Mapping[str, Any]) -> str:
             f"The year {body['query_year']} was taken out of the query and searched as a "
             "time window."
         )
+    if body.get("queries"):
+        lines.append(f"Searched {len(body['queries'])} phrasings at once; results are merged.")
     lines.extend(f"warning: {warning}" for warning in body.get("warnings", []))
+    if body.get("answer"):
+        lines.extend(["The search model's own answer (untrusted; check it against the "
+                      "results):", body["answer"]])  # fmt: skip
     if not body["results"]:
         lines.append("No results.")
     for number, result in enumerate(body["results"], start=1):

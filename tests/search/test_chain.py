@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from gateway.errors import InvalidRequestError, UpstreamError
 from gateway.search.assembly import build_engine
@@ -20,10 +22,14 @@ DDG_PAGE = """<html><body><div id="links">
   href="//duckduckgo.com/l/?uddg=https%3A%2F%2Fddg.example.org%2F{n}&amp;rut=1">DDG {n}</a></h2>
  <a class="result__snippet" href="#">snippet</a></div></div>
 </div></body></html>"""
-DDG_MANY = "<html><body><div id='links'>" + "".join(
-    f"<div class='result web-result'><h2><a href='https://many.example/{i}'>r{i}</a></h2></div>"
-    for i in range(15)
-) + "</div></body></html>"
+DDG_MANY = (
+    "<html><body><div id='links'>"
+    + "".join(
+        f"<div class='result web-result'><h2><a href='https://many.example/{i}'>r{i}</a></h2></div>"
+        for i in range(15)
+    )
+    + "</div></body></html>"
+)
 DDG_EMPTY = '<html><body><div class="no-results">No results.</div></body></html>'
 DDG_ANOMALY = '<html><body><form id="challenge-form">bots use DuckDuckGo too</form></body></html>'
 
@@ -92,7 +98,11 @@ async def test_first_provider_answers(make, transport: LoopbackTransport) -> Non
     engine, (ddg, brv) = await make("duckduckgo", "brave")
     ddg.queue(Reply(200, DDG_PAGE.format(n=1)))
     outcome = await engine.search(Q)
-    assert (outcome.provider, outcome.providers_tried, outcome.warnings) == ("duckd", ("duckd",), ())
+    assert (outcome.provider, outcome.providers_tried, outcome.warnings) == (
+        "duckd",
+        ("duckd",),
+        (),
+    )
     assert [r.url for r in outcome.results] == ["https://ddg.example.org/1"]
     assert outcome.results[0].domain == "ddg.example.org"
     assert (outcome.cached, outcome.freshness_applied, outcome.query_rewritten) == (
@@ -392,3 +402,110 @@ async def test_outcome_round_trips_through_a_dict(make) -> None:
     brv.queue(Reply(200, brave("https://a.example/1", "https://b.example/2")))
     outcome = await engine.search(SearchQuery("2026年 芯片"))
     assert SearchOutcome.from_dict(outcome.to_dict()) == outcome
+
+
+@pytest.mark.parametrize(("retries", "requests", "waits"), [(0, 1, []), (3, 4, [0.1] * 3)])
+async def test_retries_and_backoff_per_provider(  # type: ignore[no-untyped-def]
+    transport, clock, sleeps, upstream, retries, requests, waits
+) -> None:
+    fake = await upstream()
+    fake.queue(*[Reply(503, "busy")] * retries, Reply(503, "busy"))
+    entry = {"id": "ddg", "kind": "duckduckgo", "base_url": fake.base_url, "allow_private": True,
+             "retries": retries, "backoff_ms": 100}  # fmt: skip
+    engine = build_engine({"providers": [entry]}, transport, clock, sleep=sleeps)
+    with pytest.raises(UpstreamError, match=r"ddg: \[server_error\] HTTP 503"):
+        await engine.search(Q)
+    assert len(fake.requests) == requests and sleeps.waits == waits
+
+
+async def test_missing_keys_are_warned_at_start_and_shown_in_status(  # type: ignore[no-untyped-def]
+    transport, clock, caplog
+) -> None:
+    caplog.set_level(logging.WARNING, logger="gateway.search")
+    engine = build_engine(
+        {"providers": [{"id": "ddg", "kind": "duckduckgo"},
+                       {"id": "tav", "kind": "tavily", "api_key_env": "NOPE_KEY"}]},
+        transport, clock, environ={},
+    )  # fmt: skip
+    assert "search provider tav (tavily): no API key in NOPE_KEY" in caplog.text
+    providers = {p["id"]: p for p in (await engine.status())["providers"]}
+    assert providers["tav"]["key_missing"] == ["NOPE_KEY"]
+    assert "key_missing" not in providers["ddg"]
+
+
+class Barrier:
+    """A fake Brave that answers nobody until `parties` requests are waiting at once: only
+    phrasings sent in parallel get through (sent one by one, the first would time out)."""
+
+    def __init__(self, parties: int) -> None:
+        self.parties = parties
+        self.waiting = 0
+        self.all_here = asyncio.Event()
+        self.queries: list[str] = []
+
+    async def handle(self, request: web.Request) -> web.Response:
+        query = request.query["q"]
+        self.queries.append(query)
+        self.waiting += 1
+        if self.waiting >= self.parties:
+            self.all_here.set()
+        try:
+            await asyncio.wait_for(self.all_here.wait(), 3)
+        except TimeoutError:
+            return web.json_response({"error": "alone"}, status=500)
+        hits = {"first": ["https://a.example/", "https://shared.example/"],
+                "second": ["https://shared.example/", "https://b.example/"],
+                "third": ["http://shared.example/?utm_source=x", "https://c.example/"]}[query]  # fmt: skip
+        return web.json_response(brave(*hits))
+
+
+async def test_phrasings_are_searched_in_parallel_and_fused(  # type: ignore[no-untyped-def]
+    transport, clock, aiohttp_server
+) -> None:
+    barrier = Barrier(3)
+    app = web.Application()
+    app.router.add_get("/res/v1/web/search", barrier.handle)
+    server = await aiohttp_server(app, host="127.0.0.1")
+    entry = {"id": "brave", "kind": "brave", "api_key_env": "BRAVE_API_KEY",
+             "base_url": str(server.make_url("")).rstrip("/"), "allow_private": True}  # fmt: skip
+    engine = build_engine(
+        {"providers": [entry], "timeout": 5, "deadline": 10, "cache_ttl": 60},
+        transport, clock, environ={"BRAVE_API_KEY": KEY},
+    )  # fmt: skip
+    queries = [SearchQuery(q, max_results=5) for q in ("first", "second", "third")]
+    outcome = await engine.search_many(queries)
+    assert sorted(barrier.queries) == ["first", "second", "third"]
+    assert [r.url for r in outcome.results] == [
+        "https://shared.example/", "https://a.example/", "https://b.example/",
+        "https://c.example/",
+    ]  # fmt: skip
+    assert outcome.queries == ("first", "second", "third") and outcome.query == "first"
+    assert outcome.deduped == 2  # the shared page, found twice more
+    assert outcome.provider == "brave" and outcome.providers_tried == ("brave",)
+    # Each phrasing was cached on its own: asked again, nothing is sent.
+    again = await engine.search_many(queries)
+    assert again.cached and len(barrier.queries) == 3 and again.results == outcome.results
+
+
+async def test_a_failed_phrasing_is_a_warning_all_failed_an_error(make) -> None:
+    engine, (brv,) = await make("brave")
+    brv.queue(Reply(200, brave("https://a.example/")), Reply(400, brave_error(400, "X", "bad")))
+    outcome = await engine.search_many([SearchQuery("one"), SearchQuery("two")])
+    assert [r.url for r in outcome.results] == ["https://a.example/"]
+    assert any("'two': every search provider failed" in w for w in outcome.warnings)
+    brv.queue(Reply(400, brave_error(400, "X", "bad")), Reply(400, brave_error(400, "X", "bad")))
+    with pytest.raises(UpstreamError, match="for every phrasing"):
+        await engine.search_many([SearchQuery("three"), SearchQuery("four")])
+
+
+async def test_a_key_pair_with_a_missing_half_is_not_asked(transport, clock) -> None:  # type: ignore[no-untyped-def]
+    entry = {"id": "wsa", "kind": "tencent_wsa", "secret_id_env": "TC_ID",
+             "secret_key_env": "TC_KEY"}  # fmt: skip
+    engine = build_engine({"providers": [entry]}, transport, clock, environ={"TC_KEY": "k" * 20})
+    with pytest.raises(
+        UpstreamError, match=r"wsa: \[http_4xx\] no API key configured \(set TC_ID\)"
+    ):
+        await engine.search(Q)
+    assert transport.calls == []
+    (status,) = (await engine.status())["providers"]
+    assert status["key_missing"] == ["TC_ID"]

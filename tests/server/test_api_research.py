@@ -35,7 +35,7 @@ async def test_research_reads_top_pages_and_reports_a_failed_one(start, upstream
     status, body = await gateway.post("/v1/research", "agent", query="research", fetch_top_n=3)
     assert status == 200, body
     assert_conforms(RESEARCH_RESPONSE, body)
-    assert set(body) == {"search", "pages"}
+    assert set(body) == {"search", "pages", "passages", "envelope"}
     search = body["search"]
     assert search["envelope"]["tool"] == "WebSearch" and search["filtered"]["policy"] == 4
     port = upstream.port

@@ -50,8 +50,10 @@ async def test_sdk_lists_the_registry_tools_the_policy_enables(mcp_url, services
         assert client.session.protocol_version in PROTOCOL_VERSIONS
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
     # The loopback policy keeps the defaults: XSearch off, Research on with both parents.
-    assert set(listed) == {"WebFetch", "WebSearch", "Research"}
+    assert set(listed) == {"WebFetch", "WebSearch", "Research", "Status"}
     for name, tool in listed.items():
+        if name == "Status":
+            continue  # not a registry tool: GET /v1/status over MCP
         spec = services.tools.get(name)
         assert tool.input_schema == spec.input_schema
         assert tool.description == spec.description
@@ -131,7 +133,7 @@ async def test_tool_disabled_by_policy_is_hidden_and_refused(
         server = await aiohttp_server(make_app(services), host="127.0.0.1")
         async with Session(f"http://127.0.0.1:{server.port}/mcp") as session:
             names = {tool.name for tool in (await session.list_tools()).tools}
-            assert names == {"WebFetch", "XSearch"}
+            assert names == {"WebFetch", "XSearch", "Status"}
             result = await session.call_tool("WebSearch", {"query": "x"})
         assert result.is_error is True
         error = result.structured_content["error"]
@@ -348,3 +350,29 @@ async def test_sdk_sees_an_unknown_tool_as_a_protocol_error(mcp_url, services) -
         with pytest.raises(MCPError) as raised:
             await session.call_tool("Nope", {})
     assert raised.value.code == -32602
+
+
+async def test_status_tool_returns_what_v1_status_returns(mcp_url, client) -> None:
+    async with Session(mcp_url) as session:
+        result = await session.call_tool("Status", {})
+        refused = await session.call_tool("Status", {"verbose": True})
+    assert result.is_error is False
+    body = result.structured_content
+    response = await client.get("/v1/status")
+    expected = await response.json()
+    assert set(body) == set(expected)
+    for key in ("version", "instance", "client", "policy", "search"):
+        assert body[key] == expected[key], key
+    text = result.content[0].text
+    assert f"policy {expected['policy']['name']}" in text
+    for provider in expected["search"]["providers"]:
+        assert f"search provider {provider['id']} ({provider['kind']})" in text
+    assert refused.is_error is True
+    assert refused.structured_content["error"]["code"] == "invalid_request"
+
+
+async def test_instructions_say_how_to_search_well(client) -> None:
+    response = await client.post("/mcp", json=rpc("initialize", protocolVersion="2025-06-18"))
+    instructions = (await response.json())["result"]["instructions"]
+    for advice in ("queries", "Check dates", "primary sources", "not proof", "cite"):
+        assert advice in instructions

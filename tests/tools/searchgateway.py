@@ -25,14 +25,16 @@ from tests.search.conftest import FakeUpstream, Reply
 
 PROVIDER_HOSTS = {
     f"{kind}.provider.example": ("127.0.0.1",)
-    for kind in ("brave", "tavily", "searxng", "duckduckgo")
+    for kind in ("brave", "tavily", "searxng", "duckduckgo", "bing", "baidu", "openai", "anthropic")
 }
 # Provider keys; the tests look for them in every response, warning, log line and audit record.
 KEYS = {
     "brave": "brave-SECRET-key-0123456789abcdef",
     "tavily": "tvly-SECRET-key-0123456789abcdef",
+    "openai": "sk-SECRET-openai-0123456789abcdef",
+    "anthropic": "sk-ant-SECRET-0123456789abcdef",
 }
-KEY_ENV = {"brave": "GW_TEST_BRAVE_KEY", "tavily": "GW_TEST_TAVILY_KEY"}
+KEY_ENV = {kind: f"GW_TEST_{kind.upper()}_KEY" for kind in KEYS}
 
 Hit = tuple[str, str, str]  # title, url, snippet
 
@@ -98,11 +100,70 @@ def duckduckgo_ok(hits: Sequence[Hit]) -> str:
     return f'<!DOCTYPE html><html><body><div id="links">{blocks}</div></body></html>'
 
 
+def bing_ok(hits: Sequence[Hit]) -> str:
+    items = "".join(
+        f'<li class="b_algo"><h2><a href="{html.escape(u)}">{html.escape(t)}</a></h2>'
+        f'<div class="b_caption"><p>{html.escape(s)}</p></div></li>'
+        for t, u, s in hits
+    )
+    return f'<html><body><ol id="b_results">{items}</ol></body></html>'
+
+
+def baidu_ok(hits: Sequence[Hit]) -> dict[str, Any]:
+    return {"feed": {"entry": [{"title": t, "url": u, "abs": s} for t, u, s in hits]}}
+
+
+def openai_ok(hits: Sequence[Hit]) -> dict[str, Any]:
+    """A Responses API answer whose prose cites every hit as a Markdown link."""
+    text, annotations = "", []
+    for title, url, snippet in hits:
+        sentence = f"{snippet} "
+        start = len(text) + len(sentence)
+        link = f"([{title}]({url}))"
+        text += sentence + link + ". "
+        annotations.append({"type": "url_citation", "start_index": start,
+                            "end_index": start + len(link), "url": url, "title": title})  # fmt: skip
+    return {
+        "id": "resp_1", "object": "response", "status": "completed", "model": "gpt-5-mini",
+        "output": [
+            {"type": "web_search_call", "id": "ws_1", "status": "completed",
+             "action": {"type": "search", "queries": ["q"], "sources": []}},
+            {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": text, "annotations": annotations}]},
+        ],
+    }  # fmt: skip
+
+
+def anthropic_ok(hits: Sequence[Hit]) -> dict[str, Any]:
+    """A Messages API answer citing every hit, one text block each, its URL in the prose."""
+    results = [{"type": "web_search_result", "url": u, "title": t, "encrypted_content": "x",
+                "page_age": None} for t, u, _ in hits]  # fmt: skip
+    texts = [
+        {"type": "text", "text": f"{s} (see {u}) ",
+         "citations": [{"type": "web_search_result_location", "url": u, "title": t,
+                        "cited_text": s, "encrypted_index": "y"}]}
+        for t, u, s in hits
+    ]  # fmt: skip
+    return {
+        "id": "msg_1", "type": "message", "role": "assistant", "stop_reason": "end_turn",
+        "content": [
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+             "input": {"query": "q"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": results},
+            *texts,
+        ],
+    }  # fmt: skip
+
+
 OK_BODIES: dict[str, Callable[[Sequence[Hit]], Any]] = {
+    "openai": openai_ok,
+    "anthropic": anthropic_ok,
     "brave": brave_ok,
     "tavily": tavily_ok,
     "searxng": searxng_ok,
     "duckduckgo": duckduckgo_ok,
+    "bing": bing_ok,
+    "baidu": baidu_ok,
 }
 
 
@@ -175,9 +236,11 @@ async def start_search_gateway(
     providers: Sequence[tuple[str, str]] = (("brave", "brave"), ("tavily", "tavily")),
     policies: Mapping[str, str] | None = None,
     hits: Sequence[Hit] | None = None,
+    without_keys: Sequence[str] = (),
     **config: Any,
 ) -> SearchGateway:
-    """`providers`: (id, kind) in chain order; `policies`: client id -> policy text."""
+    """`providers`: (id, kind) in chain order; `policies`: client id -> policy text;
+    `without_keys`: provider ids whose key variable is left unset."""
     hits = standard_hits(site_port) if hits is None else hits
     fakes: dict[str, FakeUpstream] = {}
     entries = []
@@ -189,7 +252,9 @@ async def start_search_gateway(
         server = await aiohttp_server(app, host="127.0.0.1")
         fake.base_url = f"http://{kind}.provider.example:{server.port}"
         fakes[provider_id] = fake
-        if kind in KEYS:
+        if kind in KEYS and provider_id in without_keys:
+            monkeypatch.delenv(KEY_ENV[kind], raising=False)
+        elif kind in KEYS:
             monkeypatch.setenv(KEY_ENV[kind], KEYS[kind])
         entries.append(
             ProviderConfig(

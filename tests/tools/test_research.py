@@ -71,3 +71,36 @@ def test_render_text_shows_search_then_pages_and_errors() -> None:
     assert text.index("tool=WebSearch") < text.index("[page 1]") < text.index("tool=WebFetch")
     assert "<<<wrapped page>>>" in text
     assert "[page 2: https://b/2 not read: policy_denied (private_address): private]" in text
+
+
+def test_render_text_leads_with_passages_and_names_the_pages() -> None:
+    search = {
+        "envelope": {"id": "s1", "marker": "b" * 32, "policy": {"name": "p", "rule": "r"}},
+        "provider": "brave",
+        "results": [],
+        "filtered": {"policy": 0, "domains": 0},
+        "warnings": [],
+    }
+    page = {
+        "rank": 1,
+        "envelope": {"id": "p1", "final_url": "https://a/1", "status": 200, "total_chars": 99},
+        "content": "<<<whole page>>>",
+    }
+    passage = {
+        "text": "<<<wrapped passage>>>", "url": "https://a/1", "title": None,
+        "heading": "<<<wrapped heading>>>", "rank": 1, "score": 2.5, "page_index": 0,
+        "char_start": 10, "char_end": 40,
+    }  # fmt: skip
+    body = {
+        "search": search,
+        "pages": [page],
+        "passages": [passage],
+        "envelope": {"id": "r1", "marker": "e" * 32},
+    }
+    text = render_text(body)
+    assert "[passage 1: page 0 https://a/1 chars 10-40 score 2.5]" in text
+    assert "<<<wrapped passage>>>" in text and "heading: <<<wrapped heading>>>" in text
+    assert "<<<whole page>>>" not in text  # the pages are named, not repeated
+    assert "[page 0 (result 1): https://a/1 envelope=p1" in text
+    assert text.index("[passage 1") < text.index("[page 0")
+    assert "No passage" in render_text({**body, "passages": []})

@@ -256,3 +256,57 @@ async def test_views_are_reused_per_policy_and_never_shared(tmp_path) -> None:
     assert first.digest != marked.digest
     cache.get(policy(tmp_path, "third"), results)  # evicts the least recently used
     assert cache.get(dropping, results) is not first
+
+
+def test_denied_links_are_cut_out_of_a_model_answer(tmp_path) -> None:
+    from gateway.tools.websearch import REMOVED_LINK, without_denied_links
+
+    rules = policy(tmp_path, "answers")
+    text = (
+        "See [docs](https://docs.example.com/a), then https://denied.example.org/b. "
+        "Also http://10.1.2.3/c, and (https://docs.example.com/x?q=1)."
+    )
+    assert without_denied_links(rules, text) == (
+        f"See [docs](https://docs.example.com/a), then {REMOVED_LINK}. "
+        f"Also {REMOVED_LINK}, and (https://docs.example.com/x?q=1)."
+    )
+
+
+def test_search_queries_one_or_several_never_both() -> None:
+    from gateway.errors import InvalidRequestError
+    from gateway.tools.websearch import search_queries
+
+    (one,) = search_queries({"query": "a", "site": "example.com"})
+    assert (one.query, one.site) == ("a", "example.com")
+    several = search_queries({"queries": ["a", " a ", "b"], "max_results": 3})
+    assert [(q.query, q.max_results) for q in several] == [("a", 3), ("b", 3)]
+    with pytest.raises(InvalidRequestError, match="not both"):
+        search_queries({"query": "a", "queries": ["b"]})
+    with pytest.raises(InvalidRequestError, match=r"queries\[1\]"):
+        search_queries({"queries": ["a", "\x00"]})
+
+
+def test_tool_schemas_have_no_top_level_combinators() -> None:
+    """Models' tool APIs refuse anyOf/oneOf/allOf at the top of an input schema."""
+    from gateway.tools.schema import RESEARCH_REQUEST, SEARCH_REQUEST
+
+    for schema in (SEARCH_REQUEST, RESEARCH_REQUEST):
+        assert schema["type"] == "object"
+        assert not {"anyOf", "oneOf", "allOf"} & set(schema)
+        assert {"query", "queries"} <= set(schema["properties"])
+
+
+def test_render_text_shows_phrasings_and_the_models_answer() -> None:
+    nonce = "c" * 32
+    body = {
+        "envelope": {"id": "s1", "marker": nonce, "policy": {"name": "p", "rule": "r"}},
+        "provider": "gpt",
+        "results": [],
+        "filtered": {"policy": 0, "domains": 0},
+        "warnings": [],
+        "queries": ["a", "b"],
+        "answer": "<<<wrapped answer>>>",
+    }
+    text = render_text(body)
+    assert "Searched 2 phrasings at once" in text
+    assert "The search model's own answer (untrusted" in text and "<<<wrapped answer>>>" in text

@@ -9,13 +9,37 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from gateway.search.providers import bing, bocha, brave, duckduckgo, searxng, serper, tavily
+from gateway.search.providers import (
+    anthropic,
+    baidu,
+    bing,
+    bocha,
+    brave,
+    duckduckgo,
+    openai,
+    searxng,
+    serper,
+    tavily,
+    tencent_wsa,
+)
 from gateway.search.providers.adapter import ProviderAdapter
 
 ADAPTERS: Mapping[str, ProviderAdapter] = MappingProxyType(
     {
         module.ADAPTER.kind: module.ADAPTER
-        for module in (duckduckgo, bing, brave, tavily, serper, bocha, searxng)
+        for module in (
+            duckduckgo,
+            bing,
+            baidu,
+            brave,
+            tavily,
+            serper,
+            bocha,
+            searxng,
+            tencent_wsa,
+            openai,
+            anthropic,
+        )  # fmt: skip
     }
 )
 

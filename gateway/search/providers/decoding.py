@@ -111,9 +111,13 @@ def load_json_or_none(response: ProviderResponse) -> Any:
         return None
 
 
-def load_html(response: ProviderResponse) -> Any:
-    """An lxml HTML tree; an empty or unparseable page is an invalid response."""
+def load_html(response: ProviderResponse, *, encoding: str | None = None) -> Any:
+    """An lxml HTML tree (of a body in `encoding`, when the engine always sends one; else as
+    the page declares); an empty or unparseable page is an invalid response."""
     try:
+        if encoding is not None:
+            parser = lxml_html.HTMLParser(encoding=encoding)
+            return lxml_html.document_fromstring(response.body, parser=parser)
         return lxml_html.document_fromstring(response.body)
     except (etree.ParserError, ValueError) as exc:
         raise ProviderError(
