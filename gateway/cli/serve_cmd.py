@@ -74,7 +74,6 @@ def _run(args: argparse.Namespace) -> int:
     try:
         config_seen = fingerprint_config_source(args.config)  # before reading it
         config = build_config(args)
-        _warn_missing_keys(config)
         if config.listen.workers > 1:
             from gateway.server.workers import run_workers
 
@@ -91,19 +90,6 @@ def _run(args: argparse.Namespace) -> int:
     except GatewayError as exc:  # the audit log cannot be opened: nothing is served
         print(f"gateway serve: {exc.message}", file=sys.stderr)
         return 1
-
-
-def _warn_missing_keys(config: GatewayConfig) -> None:
-    """A provider whose API key is not in the environment would fail at its first search:
-    said at start-up, in the operator log, as `gateway config check` says it."""
-    import logging
-    import os
-
-    from gateway.configload.check import missing_api_keys
-
-    log = logging.getLogger("gateway.serve")
-    for issue in missing_api_keys(config, config.source or "", os.environ):
-        log.warning("search provider key missing", extra={"problem": issue.message})
 
 
 def _flags(args: argparse.Namespace) -> argparse.Namespace:
