@@ -69,7 +69,7 @@ from common import (
 HOST = "news.example.com"  # a public-looking name; the gateway's resolver maps it to loopback
 PAGE_PATH = "/2026/03/egress-gateways-for-agents.html"
 PAGE_BYTES = 100_000
-MAX_CHARS = 200_000  # the contract's default limits.max_chars: the whole page comes back
+MAX_CHARS = 200_000  # the policy's default limits.max_chars: the whole page comes back
 DIRECT, BARE, TRAFILATURA = "direct (nginx GET)", "bare relay", "trafilatura relay"
 TEXT = "text relay"
 RAW, MARKDOWN = "gateway raw", "gateway auto (markdown)"

@@ -1,4 +1,4 @@
-"""Sanitiser throughput (contract 5.5) on ~100 KB pages, in MB/s, before and after a change.
+"""Sanitiser throughput on ~100 KB pages, in MB/s, before and after a change.
 
 Seven deterministic pages: English Markdown (pure ASCII: code with `>>>`, tables, links), the same
 with about 1% typographic non-ASCII text (’ — “ ” é), the fetch benchmark's 100 KB HTML article

@@ -1,4 +1,6 @@
-"""The gateway configuration (CONTRACT 4): immutable values with the contract's defaults.
+"""The gateway configuration: immutable values with the documented defaults.
+
+Every key and its default is listed in examples/config/gateway.yaml.
 
 `gateway/configload/` reads the YAML file into these, as strictly as a policy file; this
 module only describes the shape, so every layer can depend on it without loading YAML.

@@ -54,7 +54,7 @@ class GatewayError(Exception):
         self.retry_after = retry_after
 
     def to_dict(self, request_id: str | None = None) -> dict[str, Any]:
-        """The contract's error body, without the outer `{"error": …}`."""
+        """The API's error body, without the outer `{"error": …}`."""
         return {
             "code": self.code,
             "message": self.message,

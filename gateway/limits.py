@@ -1,4 +1,4 @@
-"""Per-client limits (CONTRACT 4): at most N requests in any rolling 60 s, and a cap on
+"""Per-client limits: at most N requests in any rolling 60 s, and a cap on
 requests and tunnels in flight.
 
 Callers (the API middleware, MCP, the forward proxy) see only `Limiter` and `Lease`;

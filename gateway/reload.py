@@ -1,4 +1,4 @@
-"""Live reload (CONTRACT 4): SIGHUP, or a change to the configuration or a policy file it
+"""Live reload: SIGHUP, or a change to the configuration or a policy file it
 names, re-reads policies, clients, tokens and limits.
 
 Only those apply live; any other changed key is logged and shown in /v1/status as needing a

@@ -190,7 +190,7 @@ class Services:
             cache=FetchCache(config.fetch.cache_ttl),
         )
         # With the audit log: a call refused before its tool recorded anything still gets
-        # its one record (CONTRACT 8).
+        # its one record.
         self.tools = ToolRegistry(audit=self.audit)
         self.tools.add(
             ToolSpec(

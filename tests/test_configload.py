@@ -100,7 +100,7 @@ def _codes(text: str, base_dir: Path | str = "/nonexistent-base") -> list[str]:
 # --- defaults: the contract's table, written out here rather than read from config.py ------
 
 
-CONTRACT_DEFAULTS: list[tuple[str, Any]] = [
+DOCUMENTED_DEFAULTS: list[tuple[str, Any]] = [
     ("listen.host", "127.0.0.1"),
     ("listen.port", 8080),
     ("listen.proxy_port", None),
@@ -156,7 +156,7 @@ def _get(config: object, dotted: str) -> Any:
 
 
 @pytest.mark.parametrize(
-    ("key", "expected"), CONTRACT_DEFAULTS, ids=[key for key, _ in CONTRACT_DEFAULTS]
+    ("key", "expected"), DOCUMENTED_DEFAULTS, ids=[key for key, _ in DOCUMENTED_DEFAULTS]
 )
 def test_empty_file_has_the_contract_default(key: str, expected: Any, tmp_path: Path) -> None:
     config = _load("", tmp_path)
@@ -165,7 +165,7 @@ def test_empty_file_has_the_contract_default(key: str, expected: Any, tmp_path: 
 
 
 def test_defaults_table_covers_every_field() -> None:
-    listed = {key for key, _ in CONTRACT_DEFAULTS}
+    listed = {key for key, _ in DOCUMENTED_DEFAULTS}
     expected: set[str] = set()
     for item in dataclasses.fields(GatewayConfig):
         value = getattr(GatewayConfig(), item.name)
@@ -596,7 +596,7 @@ def test_full_example_loads_and_is_all_defaults() -> None:
 def test_full_example_names_every_key() -> None:
     """Every key of the schema is in the example, set or in a commented-out entry."""
     text = (EXAMPLES / "gateway.yaml").read_text()
-    keys = {key.rsplit(".", 1)[-1] for key, _ in CONTRACT_DEFAULTS} | {"path"}
+    keys = {key.rsplit(".", 1)[-1] for key, _ in DOCUMENTED_DEFAULTS} | {"path"}
     keys |= {f.name for f in dataclasses.fields(ClientConfig)} - {"limits"} | {"limits"}
     keys |= {f.name for f in dataclasses.fields(ClientLimits)}
     keys |= {f.name for f in dataclasses.fields(ProviderConfig)}
@@ -621,7 +621,7 @@ def test_minimal_example_loads_with_one_client_and_may_bind_widely() -> None:
 # --- hostile input: every outcome is a config or a ConfigError, never a traceback -------------
 
 _SCHEMA_KEYS = sorted(
-    {key for dotted, _ in CONTRACT_DEFAULTS for key in dotted.split(".")}
+    {key for dotted, _ in DOCUMENTED_DEFAULTS for key in dotted.split(".")}
     | {"path", "id", "kind", "token_sha256", "limits", "requests_per_minute", "concurrent"}
 )
 _SCALARS = st.one_of(

@@ -23,7 +23,7 @@ VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 SHIPPED = sorted(p for p in POLICIES.glob("*.yaml") if not p.name.endswith(".tests.yaml"))
 CASE_FILES = sorted(POLICIES.glob("*.tests.yaml"))
 
-# CONTRACT 3.3.
+# docs/policy-reference.md, Decisions.
 REASONS = {
     "invalid_url", "tool_disabled", "scheme_not_allowed", "port_not_allowed", "domain_denied",
     "domain_not_allowed", "ip_literal_not_allowed", "metadata_address", "own_address",

@@ -1,4 +1,4 @@
-"""The tamper-evident audit log (contract 8): the chained JSONL writer with checkpoints, URL
+"""The tamper-evident audit log: the chained JSONL writer with checkpoints, URL
 redaction, the verifier, and the reviewers' summary and tail. Records are built by the tools;
 this package adds `@timestamp`, `observer` and `chain`, and never decides anything itself.
 """

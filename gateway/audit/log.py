@@ -1,4 +1,4 @@
-"""The audit log writer: one hash-chained JSON line per record (contract 8), an exclusive lock per
+"""The audit log writer: one hash-chained JSON line per record, an exclusive lock per
 file, torn-tail recovery at start, size rotation and signed checkpoints. Synchronous on purpose:
 a record is one write() to the operating system. Every failure is an AuditWriteError, never a
 silently dropped record; the writer must not decide anything about the requests it records.

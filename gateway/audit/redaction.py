@@ -1,4 +1,4 @@
-"""URL redaction for the audit log (contract 8): user info removed, credential query values and
+"""URL redaction for the audit log: user info removed, credential query values and
 credential-shaped strings replaced by `REDACTED`, the fragment dropped. Never raises: whatever
 the input, the output is printable ASCII with every other character percent-encoded.
 """
@@ -11,8 +11,9 @@ from urllib.parse import quote, unquote
 
 from gateway.audit.chain import REDACTED
 
-# Contract 8's published list, compared after percent-decoding and case folding (and with `-`
-# read as `_`, so `x-api-key` counts as ending in `_key`).
+# Credential parameter names whose values are redacted, compared after
+# percent-decoding and case folding (and with `-` read as `_`, so `x-api-key` counts as
+# ending in `_key`).
 SENSITIVE_PARAMS = frozenset(
     {
         "key",

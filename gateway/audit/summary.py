@@ -4,7 +4,7 @@ table, deny reasons, an hourly timeline, and injection signals per domain.
 
 Injection signals come from an optional field the tools put on records of fetched content:
 `"sanitized": {"marker_lookalikes": n, "invisible_chars": n}`, the counts that
-`provenance.sanitize` (contract 5.5) neutralised in that content (look-alikes of the
+`provenance.sanitize` neutralised in that content (look-alikes of the
 untrusted-content markers, invisible or bidi characters). Absent or zero means none found.
 """
 

@@ -1,4 +1,4 @@
-"""The gateway configuration file (CONTRACT 4) -> `GatewayConfig`, or every problem at its line.
+"""The gateway configuration file -> `GatewayConfig`, or every problem at its line.
 
 Owns the configuration schema and its checks, paths resolved against the file's own folder,
 command-line overrides, the non-loopback bind rule and what a reload may change live. The YAML

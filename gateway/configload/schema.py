@@ -1,4 +1,6 @@
-"""The configuration file's keys (CONTRACT 4): each section's fields, defaults and readers.
+"""The configuration file's keys: each section's fields, defaults and readers.
+
+examples/config/gateway.yaml lists every key with its default.
 
 Defaults come from the `gateway.config` dataclasses, so the file and the code never disagree.
 """

@@ -15,7 +15,7 @@ from gateway.policy.yamlissues import Issue
 
 COMMAND_LINE = "<command line>"
 LOOPBACK_NAMES = frozenset({"localhost"})
-# Keys whose changes a reload applies live (CONTRACT 4, Reload); anything else needs a restart.
+# Keys whose changes a reload applies live (docs/design.md, reloads); anything else needs a restart.
 LIVE_KEYS = frozenset({"policy", "clients"})
 
 

@@ -1,6 +1,6 @@
 """extract(): a response body and its Content-Type -> a Document, per the requested mode.
 
-Modes (contract 5.1): `auto` turns HTML into Markdown of the main content, pretty-prints JSON
+Modes: `auto` turns HTML into Markdown of the main content, pretty-prints JSON
 and passes other text through; `markdown` also converts bodies that are HTML by their look
 when their type is missing; `text` gives HTML's main content as plain text and other bodies
 decoded; `raw` gives the decoded body. Pure and thread-safe: no I/O, no shared state.

@@ -80,7 +80,7 @@ BLOCKED_IPV4: tuple[AddressRange, ...] = (
     _row("10.0.0.0/8", "private network (RFC 1918)"),
     _row("100.64.0.0/10", "shared address space, carrier-grade NAT (RFC 6598)"),
     _row("127.0.0.0/8", "loopback (RFC 1122)"),
-    # Also in METADATA_RANGES, which wins; kept so the table matches the contract's.
+    # Also in METADATA_RANGES, which wins; kept so the table matches the documented one.
     _row("169.254.0.0/16", "link-local (RFC 3927)"),
     _row("172.16.0.0/12", "private network (RFC 1918)"),
     _row("192.0.0.0/24", "IETF protocol assignments (RFC 6890)"),

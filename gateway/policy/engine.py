@@ -1,6 +1,6 @@
-"""decide(): every request the gateway serves is judged here, purely, in the contract's order.
+"""decide(): every request the gateway serves is judged here, purely, in the documented order.
 
-The order (CONTRACT 3.3), first match wins:
+The order (docs/policy-reference.md, Decisions), first match wins:
 
 1. parse the URL                                   invalid_url            rule `url`
 2. the tool is enabled                             tool_disabled          `tools.<Tool>.enabled`

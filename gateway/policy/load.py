@@ -1,9 +1,9 @@
 """Policy files -> validated, compiled `Policy`, or every problem with its line and column.
 
-Owns the policy schema (CONTRACT 3: keys, defaults, rule ids) and its checks; the domain
-and network rule lists are `rules.py`'s, the YAML hazards `yamlsource`'s. Errors are raised
-together as `PolicyValidationError`; warnings come back with the policy. Pure: reads one
-file, never the network.
+Owns the policy schema (keys, defaults, rule ids: docs/policy-reference.md) and its checks;
+the domain and network rule lists are `rules.py`'s, the YAML hazards `yamlsource`'s. Errors
+are raised together as `PolicyValidationError`; warnings come back with the policy. Pure:
+reads one file, never the network.
 """
 
 from __future__ import annotations

@@ -57,7 +57,8 @@ def plan_redirect(
         absolute = resolve_reference(current, raw)
     except InvalidURLError as exc:
         absolute, invalid = raw, exc
-    # The cap comes before the new URL is judged (contract 3.3, step 5), even a broken one.
+    # The cap comes before the new URL is judged (docs/policy-reference.md, Decisions,
+    # step 5), even a broken one.
     if hops_done + 1 > policy.max_redirects:
         decision = _deny(
             policy, Reason.REDIRECT_LIMIT, "redirects.max", detail=f"limit {policy.max_redirects}"

@@ -52,7 +52,7 @@ def raw_public_key(public_key: Ed25519PublicKey) -> bytes:
 
 
 def keyid_of(public_key: Ed25519PublicKey) -> str:
-    """Hex SHA-256 of the raw 32-byte public key (contract 5.4, `GET /v1/keys`)."""
+    """Hex SHA-256 of the raw 32-byte public key."""
     return hashlib.sha256(raw_public_key(public_key)).hexdigest()
 
 

@@ -1,4 +1,4 @@
-"""Untrusted-content markers (contract 5.5): nonces, the sanitiser, wrapping and unwrapping.
+"""Untrusted-content markers: nonces, the sanitiser, wrapping and unwrapping.
 
 Pure and stdlib-only. It changes nothing in web text except what the rules below name; it does
 not decide what is untrusted (every caller wraps all web text) and it does not hash or sign.

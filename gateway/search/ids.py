@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-# The contract has no knob for this (docs/design.md says so). URLs are capped at 2048
+# the configuration has no knob for this (docs/design.md says so). URLs are capped at 2048
 # characters, so 100,000 ids stay under ~250 MB even when every URL is that long (~50 MB at
 # typical lengths). With the default id_ttl of an hour that is one 20-result search every
 # 0.7 s, sustained, before a live id goes early; past it the oldest live ids go first.

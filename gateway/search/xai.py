@@ -117,7 +117,7 @@ def transport_error(exc: ProviderTransportError, timeout: float) -> GatewayError
 
 
 def error_for(response: ProviderResponse) -> GatewayError:
-    """The contract error for a non-2xx answer, with a message an operator can act on."""
+    """The API's error for a non-2xx answer, with a message an operator can act on."""
     status = response.status
     detail = provider_message(response.body)
     if status == 429:
@@ -193,7 +193,7 @@ def scrub(text: str) -> str:
 
 
 def parse_response(response: ProviderResponse) -> XSearchAnswer:
-    """The answer text, its citations and counters; raises the contract's errors."""
+    """The answer text, its citations and counters; raises the API's errors."""
     if not 200 <= response.status < 300:
         raise error_for(response)
     try:

@@ -1,7 +1,7 @@
-"""The aiohttp application: middlewares that give every response the contract's shape.
+"""The aiohttp application: middlewares that give every response the API's shape.
 
 Every response carries `X-Request-Id`; every error, the router's 404/405 included, is the
-contract's JSON error body (except on /mcp, which answers in JSON-RPC). Handlers find the
+API's JSON error body (except on /mcp, which answers in JSON-RPC). Handlers find the
 services through `SERVICES`; there are no globals.
 """
 
@@ -58,8 +58,8 @@ def error_response(error: GatewayError, request_id: str) -> web.Response:
 
 
 @web.middleware
-async def contract_shape(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Request ids, and every failure rendered as the contract's error body."""
+async def api_error_shape(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Request ids, and every failure rendered as the API's error body."""
     request_id = uuid.uuid4().hex
     request[REQUEST_ID] = request_id
     try:
@@ -117,7 +117,7 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     # Every tool call, explain and MCP message counts against the client's limits.
     try:
         lease = await services.limiter.acquire(client.id, client.limits)
-    except GatewayError as error:  # a refused tool call is still one record (CONTRACT 8)
+    except GatewayError as error:  # a refused tool call is still one record
         ctx = CallContext(policy=client.policy, client_id=client.id, request_id=request[REQUEST_ID])
         spec = services.tools.at_path(path)
         if spec is not None:
@@ -215,7 +215,7 @@ def make_app(services: Services) -> web.Application:
     app = web.Application(
         middlewares=[
             metrics_api.observe_requests,
-            contract_shape,
+            api_error_shape,
             mcp.mcp_shape,
             authenticate,
             drain.audit_cut_offs,

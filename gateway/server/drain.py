@@ -3,7 +3,7 @@
 The serve loop calls `CutOff.cut()` when the grace is over: every tool call still running is
 cancelled, and the middleware (HTTP API) or `call_until_cut_off` (MCP's tools/call) turns that
 cancellation into an audited `unavailable` answer, so traffic never ends unrecorded
-(CONTRACT 8, fail closed). The cancellation carries `CUT_OFF_MESSAGE` down to the work the
+(fail closed: nothing unrecorded). The cancellation carries `CUT_OFF_MESSAGE` down to the work the
 call started: Research records each page it was still reading with it, before this module
 records the call. It decides nothing else.
 """

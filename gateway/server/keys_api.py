@@ -1,4 +1,4 @@
-"""`GET /v1/keys`: the public keys that verify this gateway's DSSE signatures (CONTRACT 5.4).
+"""`GET /v1/keys`: the public keys that verify this gateway's DSSE signatures.
 
 The active key is the signing key's public half, valid from when it came into use (its key
 file's modification time, the same across restarts). A key retired by a rotation at reload

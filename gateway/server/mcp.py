@@ -110,7 +110,7 @@ def _respond(
 
 
 def _gateway_error_response(request: web.Request, error: GatewayError) -> web.Response:
-    """An HTTP-level refusal of the whole POST, in JSON-RPC form with the contract's error."""
+    """An HTTP-level refusal of the whole POST, in JSON-RPC form with the API's error."""
     headers = {"X-Request-Id": request.get(REQUEST_ID, "")}
     if isinstance(error, UnauthorizedError):
         headers["WWW-Authenticate"] = 'Bearer realm="gateway", error="invalid_token"'
@@ -384,7 +384,7 @@ async def _call(request: web.Request, params: dict[str, Any]) -> dict[str, Any]:
     spec = request.app[SERVICES].tools.get(name)
     if spec is None:
         # The MCP spec's protocol error (-32602, "Unknown tool"), not a tool result; like any
-        # protocol error it is not audited: no tool was called (CONTRACT 8 has no action).
+        # protocol error it is not audited: no tool was called (the audit log has no action for it).
         offered = ", ".join(tool.name for tool in _visible_tools(request)) or "none"
         raise _ProtocolError(
             INVALID_PARAMS, f"Unknown tool: {name[:64]} (tools for this caller: {offered})"

@@ -1,7 +1,7 @@
 """`GET /openapi.json`: OpenAPI 3.1 for every endpoint, generated from the one source.
 
 Request bodies are the registry's schemas (`tools/schema.py`, also MCP's `inputSchema`),
-response bodies are `tools/responses.py`, errors are the contract's one shape with every
+response bodies are `tools/responses.py`, errors are the API's one shape with every
 status an endpoint can answer. Tools appear because they are registered, never by hand.
 """
 
@@ -112,7 +112,7 @@ def _mcp_paths() -> dict[str, Any]:
         "description": "JSON-RPC 2.0: initialize, ping, tools/list, tools/call and "
         "notifications. tools/call's structuredContent is the tool's HTTP response body; "
         "refusals are results with isError true. Errors before the JSON-RPC layer (401, "
-        "413, 429, 503) carry the contract's error in error.data.",
+        "413, 429, 503) carry the API's error in error.data.",
         "requestBody": {
             "required": True,
             "content": _json(

@@ -1,4 +1,4 @@
-"""The forward proxy (CONTRACT 6): absolute-form `http://` requests and CONNECT tunnels,
+"""The forward proxy: absolute-form `http://` requests and CONNECT tunnels,
 decided by the caller's policy and audited, on its own port.
 
 A raw asyncio protocol rather than aiohttp's server: every request the strict reader in

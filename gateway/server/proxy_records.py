@@ -1,4 +1,4 @@
-"""Audit records of the forward proxy and of failed authentication (CONTRACT 8), in ECS names.
+"""Audit records of the forward proxy and of failed authentication, in ECS names.
 
 Built here, written by the audit log (which adds time, observer and chain, and redacts URLs).
 Headers and bodies are never copied; a tunnel's bytes are only counted.

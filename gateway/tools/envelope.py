@@ -1,4 +1,4 @@
-"""Values that go into envelopes and provenance headers, normalised and capped (CONTRACT 5.1).
+"""Values that go into envelopes and provenance headers, normalised and capped.
 
 Everything here came from upstream or from the agent, so nothing passes through unchecked:
 content types are cut to the bare media type and charset, URLs are re-quoted, lengths capped.

@@ -37,7 +37,7 @@ class JsonText(str):
 def json_literal(head: str, utf8: bytes, tail: str) -> bytes:
     """The JSON string literal of `head + text + tail`, `text` given as its UTF-8 bytes.
 
-    `utf8` must be sanitised text (CONTRACT 5.5): no control character but `\\n` and `\\t`,
+    `utf8` must be sanitised text (provenance.markers): no control character but `\\n` and `\\t`,
     which with `"` and `\\` are all that a JSON string must escape.
     """
     body = (

@@ -1,4 +1,4 @@
-"""Audit records of tool calls, in ECS field names (CONTRACT 8). Built here, written by audit.
+"""Audit records of tool calls, in ECS field names. Built here, written by audit.
 
 URLs are redacted by the audit log itself; nothing here copies headers or bodies.
 """

@@ -89,7 +89,7 @@ def audited(action: str, call: ToolCall, audit: AuditLog) -> ToolCall:
     the tool raised without recording it; if that write fails the caller gets
     AuditWriteError instead (fail closed: no call goes unrecorded). Any other exception is
     a bug: logged with its traceback, recorded and raised as InternalError, so the agent
-    gets the contract's error shape and the call is still on record. Cancellation is not
+    gets the API's error shape and the call is still on record. Cancellation is not
     an exception here (the drain records cut-off calls)."""
 
     async def run(ctx: CallContext, args: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""JSON Schemas of the tools' and endpoints' response bodies (CONTRACT 5), for `/openapi.json`.
+"""JSON Schemas of the tools' and endpoints' response bodies, for `/openapi.json`.
 
 The request schemas live in `tools/schema.py`; these describe what comes back, exactly: every
 field the code always writes is required, and no object admits a field the code does not
@@ -110,7 +110,7 @@ _ENVELOPE_REQUIRED = list(_ENVELOPE_COMMON)
 WRAPPED = {
     "type": "string",
     "description": "Untrusted text between <<<UNTRUSTED_WEB_CONTENT nonce=… source=…>>> and "
-    "<<<END_UNTRUSTED_WEB_CONTENT nonce=…>>> lines (CONTRACT 5.5).",
+    "<<<END_UNTRUSTED_WEB_CONTENT nonce=…>>> lines.",
 }
 
 FETCH_ENVELOPE = _object(

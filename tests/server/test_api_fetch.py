@@ -356,7 +356,7 @@ async def test_explain(client, upstream) -> None:
 
 
 async def test_explain_resolve_of_a_denied_name_has_no_addresses(client) -> None:
-    """`addresses` only when resolving was asked and the name was allowed (CONTRACT 5.4)."""
+    """`addresses` only when resolving was asked and the name was allowed."""
     response = await client.post(
         "/v1/policy/explain", json={"url": "https://blocked.example.com/", "resolve": True}
     )

@@ -1,4 +1,4 @@
-"""One audit record per tool call (CONTRACT 8), also for calls refused before the tool decided
+"""One audit record per tool call, also for calls refused before the tool decided
 anything: a schema error, a body that is not JSON, an unknown `id:`, an unknown provider. Each
 is a denial with the error's reason, written before the answer, and a log that cannot be
 written turns the answer into 503 (fail closed)."""

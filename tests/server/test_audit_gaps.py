@@ -1,4 +1,4 @@
-"""Tool calls that used to end without their audit record (CONTRACT 8: every call is on
+"""Tool calls that used to end without their audit record (every call is on
 record before its answer, and a record that cannot be written refuses): an MCP `tools/call`
 refused by the client's limits, a tool that fails with an unexpected exception, and the
 pages of a Research call cut off at the end of the shutdown grace."""
@@ -79,7 +79,7 @@ async def test_rate_limited_mcp_tool_call_is_recorded(limited, body, expected) -
     before = len(audit_records(services))
     response = await client.post("/mcp", data=orjson.dumps(body), headers=SLOW)
     answer = await response.json()
-    # The answer is unchanged: the whole POST is refused in JSON-RPC form (CONTRACT 5, 7).
+    # The answer is unchanged: the whole POST is refused in JSON-RPC form.
     assert response.status == 429 and response.headers["Retry-After"]
     assert answer["error"]["data"]["error"]["code"] == "rate_limited"
     new = audit_records(services)[before:]

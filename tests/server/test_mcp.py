@@ -341,7 +341,7 @@ async def test_unknown_tool_is_the_specs_protocol_error_and_not_a_tool_call(
     assert error["code"] == -32602  # MCP 2025-11-25, server/tools, Error Handling
     assert error["message"].startswith("Unknown tool: ")
     assert "tools for this caller: WebFetch, WebSearch, Research" in error["message"]
-    # No tool was called: no record (CONTRACT 8 lists no action for a protocol error).
+    # No tool was called: no record (the audit log lists no action for a protocol error).
     assert audit_records(services)[before:] == []
 
 

@@ -256,7 +256,7 @@ def test_api_conforms_to_its_document(api_schema, live_gateway, method, path, mo
 
 
 def test_search_response_schema_requires_every_field_of_the_contract() -> None:
-    """CONTRACT 5.2 lists the fields every WebSearch answer has; the schema must require them
+    """Every WebSearch answer has these fields; the schema must require them
     so the conformance run above fails when one goes missing."""
     schema = TOOL_RESPONSES["WebSearch"]
     assert set(schema["required"]) == {

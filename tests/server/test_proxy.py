@@ -181,7 +181,7 @@ async def test_connections_per_ip_are_capped(tmp_path, make_config) -> None:
             assert status == 503 and headers["x-gateway-reason"] == "unavailable"
             assert headers["retry-after"] == "1" and headers["connection"] == "close"
             assert b"server.max_connections_per_ip" in body
-        # Each refusal is on record (CONTRACT 8), with the address it came from: no client
+        # Each refusal is on record, with the address it came from: no client
         # is known before a request head.
         records = env.records("proxy_http")
         assert len(records) == 3
@@ -277,7 +277,7 @@ async def test_a_half_closed_client_gets_its_answer_if_its_request_was_whole(
     if answered is None:
         assert raw == b""  # the body can never be whole: nothing went upstream
         # ... but the policy had allowed the request: that decision is on record, with how
-        # the request ended (CONTRACT 8: a record for every proxied request).
+        # the request ended (a record for every proxied request).
         [record] = await wait_for_records(env, "proxy_http")
         assert_abandoned(record, "client_closed")
         return
@@ -502,7 +502,7 @@ async def test_a_body_over_max_body_bytes_is_413(tmp_path, make_config, framing)
 
 
 async def test_a_request_while_draining_is_503_with_retry_after(env) -> None:
-    """As on the HTTP API (CONTRACT 5: unavailable, Retry-After set), and audited."""
+    """As on the HTTP API (unavailable, Retry-After set), and audited."""
     env.services.draining = True
     raw = await raw_exchange(
         env.port, f"GET {env.url('/page')} HTTP/1.1\r\n\r\n".encode(), read_timeout=2

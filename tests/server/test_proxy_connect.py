@@ -90,7 +90,7 @@ async def test_curl_https_through_a_tunnel(env) -> None:
     # (seen under load), so a reset from the client's side is a correct ending here too.
     assert closed["event"]["reason"] in {"closed", "client_closed", "upstream_closed", "client_error"}
     assert isinstance(closed["event"]["duration_ms"], int)
-    # Each fact once, in ECS names (CONTRACT 8): no second copy under a name of our own.
+    # Each fact once, in ECS names: no second copy under a name of our own.
     assert set(closed) - {"@timestamp", "observer", "chain"} == {
         "event",
         "client",

@@ -1,4 +1,4 @@
-"""SIGTERM drains a real `gateway serve` process (CONTRACT 9): unready first, no new
+"""SIGTERM drains a real `gateway serve` process: unready first, no new
 connections, requests in flight finish within `server.shutdown_grace` (or are cut off and
 still audited), the final audit records and checkpoint are written, exit status 0."""
 
@@ -191,7 +191,7 @@ async def test_an_mcp_call_that_outlives_the_grace_is_cut_off_and_audited(tmp_pa
         assert await gateway.wait(15) == 0, gateway.oplog
     finally:
         await gateway.kill()
-    # A tool error the model can read (CONTRACT 7), not a dropped connection.
+    # A tool error the model can read, not a dropped connection.
     assert status == 200 and answer["id"] == 7, answer
     result = answer["result"]
     assert result["isError"] is True
