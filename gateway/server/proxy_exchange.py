@@ -25,7 +25,7 @@ from gateway.fetch.client import ACCEPT
 from gateway.fetch.tunnel import open_tunnel
 from gateway.fetch.upstream import has_body, request_head
 from gateway.limits import Lease
-from gateway.policy.engine import Decision, Reason, decide_target, decide_url
+from gateway.policy.engine import Decision, Reason, decide_target, decide_url, with_finding
 from gateway.policy.model import Policy
 from gateway.policy.urls import InvalidURLError, Target, parse_url
 from gateway.runtime import ClientIdentity
@@ -294,6 +294,11 @@ class Exchange:
                 message = "the request target is not an absolute http:// URL"
             return self.fail(400, "bad_request", message, True)
         decision, target = decide_url(policy, head.target, tool=None, method=head.method)
+        if target is not None and decision.allowed and policy.dlp.active:
+            # Step 2b for the rest of what is sent: the end-to-end headers.
+            finding = policy.dlp.scan_headers(head.forwarded_headers())
+            if finding is not None:
+                decision = with_finding(policy, decision, finding)
         if target is None or not decision.allowed:
             return self.deny(decision, target)
         self.allowed = (decision, target)
@@ -331,6 +336,14 @@ class Exchange:
                 return self.fail(400, "bad_request", str(exc), False)
             except RequestTooLargeError as exc:
                 return self.fail(413, "request_too_large", exc.message, False)
+            if body and policy.dlp.active and policy.dlp.body_prefix_bytes:
+                # Nothing has gone upstream yet: the prefix is judged before a byte leaves.
+                finding = policy.dlp.scan_body(body[: policy.dlp.body_prefix_bytes])
+                if finding is not None:
+                    decision = with_finding(policy, decision, finding)
+                    self.allowed = (decision, target)
+                    if not decision.allowed:
+                        return self.deny(decision, target)
         request = request_head(
             head.method,
             target,
@@ -436,7 +449,9 @@ class Exchange:
                 detail=f"{target.port} (tunnels go to {', '.join(map(str, config.connect_ports))})",
             )
         else:
-            decision = decide_target(policy, target, tool=None)
+            decision = decide_target(
+                policy, target, tool=None, sent=f"https://{self.head.target}"
+            )
         if not decision.allowed:
             self.deny(decision, target)
             return False

@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 from gateway.errors import GatewayError
+from gateway.policy.dlp import mark_record
 from gateway.policy.engine import Decision
 from gateway.policy.model import Policy
 
@@ -86,6 +87,8 @@ def proxy_record(
         record["error"] = {"code": error.code, "message": error.message[:500]}
         if error.reason:
             record["error"]["reason"] = error.reason
+    if policy is not None:
+        mark_record(record, policy.dlp, decision.dlp if decision is not None else None)
     return record
 
 

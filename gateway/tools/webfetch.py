@@ -20,7 +20,7 @@ from gateway.errors import GatewayError, InvalidRequestError, UpstreamError
 from gateway.extract import Document, ExtractError, extract
 from gateway.extract.charset import is_html_type, media_type
 from gateway.fetch.client import Fetcher, FetchOptions, FetchTrace
-from gateway.policy.engine import Decision, decide_url
+from gateway.policy.engine import Decision, decide_url, with_finding
 from gateway.provenance.dsse import Signer
 from gateway.provenance.envelope import attach_dsse
 from gateway.provenance.markers import Sanitized, new_nonce, sanitize, wrap
@@ -165,15 +165,24 @@ class WebFetchTool:
         return self.render(ctx, page, args, requested_id=requested_id)
 
     async def page(
-        self, ctx: CallContext, url: str, mode: str, *, action: str = "WebFetch"
+        self,
+        ctx: CallContext,
+        url: str,
+        mode: str,
+        *,
+        action: str = "WebFetch",
+        outbound: bool = True,
     ) -> tuple[Page, str | None]:
-        """Fetch and extract `url` (or `id:<id>`) under the caller's policy, audited."""
+        """Fetch and extract `url` (or `id:<id>`) under the caller's policy, audited.
+        `outbound=False` for a URL the web chose (a search result): DLP looks only at what
+        the agent wrote, and an `id:` names a search result too."""
         requested_id = None
         if url.startswith("id:"):
             requested_id = url[3:]
             url = await self._resolve_id(ctx, requested_id)
+            outbound = False
         policy = ctx.policy
-        decision, target = decide_url(policy, url, tool="WebFetch")
+        decision, target = decide_url(policy, url, tool="WebFetch", outbound=outbound)
         if not decision.allowed or target is None:
             error = refusal(decision)
             self._audit.append(
@@ -197,6 +206,8 @@ class WebFetchTool:
             self._audit.append(self._failure_record(action, ctx, url, trace, error, decision))
             raise
         final_decision = trace.redirects[-1].decision if trace.redirects else decision
+        if decision.dlp is not None:  # what DLP reported on the URL sent stays on record
+            final_decision = with_finding(policy, final_decision, decision.dlp)
         document, clean_text = prepared.document, prepared.clean
         page = Page(
             requested_url=url,

@@ -20,7 +20,7 @@ import orjson
 from gateway.audit.log import AuditLog
 from gateway.audit.redaction import redact_text
 from gateway.errors import GatewayError, UnavailableError, UpstreamError
-from gateway.policy.engine import Decision, decide_address, decide_tool, decide_url
+from gateway.policy.engine import Decision, decide_address, decide_query, decide_url
 from gateway.policy.model import Policy, ResultsHandling
 from gateway.provenance.dsse import Signer
 from gateway.provenance.envelope import attach_dsse
@@ -90,13 +90,15 @@ class WebSearchTool:
         """Search for already schema-checked `args`; `action` names the audit record (Research
         searches through here too and decides its own enablement)."""
         query = SearchQuery.from_fields(args)
-        decision = decide_tool(ctx.policy, action)
+        # Step 2b looks at every query the provider would be sent.
+        queries = [query.query, *(q for q in args.get("queries") or () if isinstance(q, str))]
+        decision = decide_query(ctx.policy, action, queries)
         if not decision.allowed:
             error = refusal(decision)
             self._audit.append(tool_record(action, ctx, decision=decision, error=error))
             raise error
         if action != "WebSearch":
-            decision = decide_tool(ctx.policy, "WebSearch")
+            decision = decide_query(ctx.policy, "WebSearch", queries)
         try:
             outcome = await self.engine.search(query, provider_id=args.get("provider"))
         except UpstreamError as error:
@@ -217,7 +219,7 @@ class WebSearchTool:
 def decide_result(policy: Policy, url: str) -> Decision:
     """Steps 1-3 for a result URL, never resolving a name; an IP literal needs no lookup, so
     its address is checked too (enforced in every mode: no internal address is offered)."""
-    verdict, target = decide_url(policy, url, tool=None)
+    verdict, target = decide_url(policy, url, tool=None, outbound=False)
     if verdict.allowed and target is not None and target.ip is not None:
         address = decide_address(policy, target.ip, target.port)
         if not address.allowed:
