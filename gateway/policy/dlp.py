@@ -94,6 +94,8 @@ class Detector:
     regex: str
     description: str
     check: Callable[[str], bool] | None = None
+    # Literals every match contains: the cheap first look (and their base64 and hex forms).
+    anchors: tuple[str, ...] = ()
 
 
 # Each starts at a token boundary (never inside a longer word or id), which also keeps a
@@ -107,26 +109,31 @@ BUILTIN_DETECTORS: dict[str, Detector] = {
             "aws_access_key",
             _B + r"(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA)[0-9A-Z]{16}" + _E,
             "AWS access key ids (AKIA…, ASIA…)",
+            anchors=("AKIA", "ASIA", "ABIA", "ACCA", "AIDA", "AROA"),
         ),
         Detector(
             "github_token",
             _B + r"(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{22,255})" + _E,
             "GitHub tokens (ghp_…, gho_…, ghs_…, github_pat_…)",
+            anchors=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
         ),
         Detector(
             "gitlab_token",
             _B + r"gl(?:pat|dt|ptt|rt|cbt|oas)-[A-Za-z0-9_-]{20,64}" + r"(?![A-Za-z0-9_-])",
             "GitLab tokens (glpat-…)",
+            anchors=("glpat-", "gldt-", "glptt-", "glrt-", "glcbt-", "gloas-"),
         ),
         Detector(
             "slack_token",
             _B + r"(?:xox[abposre]-[0-9A-Za-z-]{10,250}|xapp-\d-[0-9A-Za-z-]{10,250})",
             "Slack tokens (xoxb-…, xoxp-…, xapp-…)",
+            anchors=("xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe-", "xapp-"),
         ),
         Detector(
             "stripe_key",
             _B + r"(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,247}" + _E,
             "Stripe secret and restricted keys (sk_live_…)",
+            anchors=("_live_", "_test_"),
         ),
         Detector(
             "openai_key",
@@ -134,21 +141,25 @@ BUILTIN_DETECTORS: dict[str, Detector] = {
             r"(?![A-Za-z0-9_-])",
             "OpenAI and Anthropic style API keys (sk-…, sk-proj-…, sk-ant-…)",
             _openai_shaped,
+            anchors=("sk-",),
         ),
         Detector(
             "google_api_key",
             _B + r"AIza[0-9A-Za-z_-]{35}" + r"(?![A-Za-z0-9_-])",
             "Google API keys (AIza…)",
+            anchors=("AIza",),
         ),
         Detector(
             "private_key",
             r"-----BEGIN[ A-Z0-9]{0,40} PRIVATE KEY(?: BLOCK)?-----",
             "PEM private-key blocks",
+            anchors=("PRIVATE KEY",),
         ),
         Detector(
             "jwt",
             _B + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}",
             "JSON Web Tokens (eyJ….eyJ….…)",
+            anchors=("eyJ",),
         ),
         Detector(
             "basic_auth",
@@ -156,10 +167,65 @@ BUILTIN_DETECTORS: dict[str, Detector] = {
             r"|(?i:basic) +[A-Za-z0-9+/]{6,}={0,2})",
             "user:password pairs (scheme://user:pass@, Basic credentials)",
             lambda token: "://" in token or _basic_pair(token),
+            anchors=("@", "Basic", "basic", "BASIC"),
         ),
     )
 }
 BUILT_IN_NAMES = (*BUILTIN_DETECTORS, ENTROPY)
+MIN_SIGNATURE = 4  # base64 or hex characters: shorter ones would turn up by chance
+RUN_LENGTH = 20  # an encoded secret (16 bytes and more) is a run at least this long
+# Starting only where a run starts keeps the search linear: no rescan from inside a word.
+_LONG_RUN = re.compile(rf"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{{{RUN_LENGTH},}}")
+_HEX_STRETCH = re.compile(r"[0-9a-f]{32}")  # 16 bytes, hex-encoded
+_LOWER_CASE_ANCHORS = frozenset({"sk-", "xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-"})
+_AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)")
+
+
+def literal_trie(words: Iterable[str]) -> str:
+    """An expression matching any of `words`, as a trie: `re` then compares one character
+    per branch, where a flat alternation tries every word at every position."""
+    root: dict[str, Any] = {}
+    for word in words:
+        if word:
+            node = root
+            for char in word:
+                node = node.setdefault(char, {})
+            node[""] = {}
+
+    def emit(node: dict[str, Any]) -> str:
+        branches = [re.escape(char) + emit(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        ends = "" in node
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if ends:
+            return f"(?:{body})?"
+        return body
+
+    return emit(root)
+
+
+def encoded_signatures(literal: str) -> set[str]:
+    """The substrings that `literal` always turns into when base64-encoded (standard and
+    URL-safe, at each of the three byte alignments) or hex-encoded (either case): what is
+    left of an anchor inside a wrapped secret. A base64 character is kept only when it
+    depends on the literal's bits alone, found by encoding with all-zero and all-one
+    neighbours: a character that depends on an unknown bit differs between the two."""
+    data = literal.encode()
+    found = {data.hex(), data.hex().upper()} if len(data) * 2 >= MIN_SIGNATURE else set()
+    for pad in range(3):
+        low = base64.b64encode(b"\0" * pad + data + b"\0\0").decode()
+        high = base64.b64encode(b"\xff" * pad + data + b"\xff\xff").decode()
+        run = ""
+        best = ""
+        for a, b in zip(low, high, strict=True):
+            run = run + a if a == b else ""
+            if len(run) > len(best):
+                best = run
+        if len(best) >= MIN_SIGNATURE:
+            found.add(best)
+            found.add(best.replace("+", "-").replace("/", "_"))
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +315,10 @@ class DlpSettings:
     _custom: Any = field(init=False, repr=False, compare=False)
     _canary: Any = field(init=False, repr=False, compare=False)
     _tokens: Any = field(init=False, repr=False, compare=False)
+    _trigger: Any = field(init=False, repr=False, compare=False)
+    _coarse: Any = field(init=False, repr=False, compare=False)
+    _entropy_beyond_hosts: bool = field(init=False, repr=False, compare=False)
+    _host_entropy_length: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         chosen = [BUILTIN_DETECTORS[name] for name in self.detectors]
@@ -259,8 +329,24 @@ class DlpSettings:
         setter(self, "_custom", tuple((p.name, compile_re2(p.regex)) for p in self.patterns))
         canary = "|".join(re.escape(c) for c in sorted(set(self.canaries), key=len, reverse=True))
         setter(self, "_canary", compile_re2(canary) if canary else None)
+        anchors = {a for d in chosen for a in d.anchors} | set(self.canaries)
+        signatures = set(anchors)
+        for anchor in anchors:
+            signatures |= encoded_signatures(anchor)
+        setter(self, "_trigger", re.compile(literal_trie(signatures)) if signatures else None)
+        # The whole-URL first look (`_may_hold_url`): the anchors of the formats that may be
+        # written in lower case, and the canaries; every other format is a long mixed run.
+        lower = {a for a in anchors if a in _LOWER_CASE_ANCHORS} | set(self.canaries)
+        setter(self, "_coarse", re.compile(literal_trie(lower)) if lower else None)
         length = self.entropy.min_length if self.entropy else 0
         setter(self, "_tokens", re.compile(_TOKEN_RUN_TEMPLATE % length) if length else None)
+        # Precomputed for `scan_url`'s fast path, which most URLs take.
+        setter(self, "_entropy_beyond_hosts", self.entropy_in("path") or self.entropy_in("query"))
+        setter(self, "_host_entropy_length", length if self.entropy_in("host_labels") else 0)
+
+    @property
+    def _min_length(self) -> int:
+        return self.entropy.min_length if self.entropy else 1 << 30
 
     @property
     def active(self) -> bool:
@@ -276,18 +362,53 @@ class DlpSettings:
         base64 or hex run of it; `entropy` adds the entropy detector on the text as written."""
         if len(text) > MAX_SCANNED_CHARS:
             text = text[:MAX_SCANNED_CHARS]
-        hit = self._match(text)
-        if hit is None and "%" in text:
-            decoded = unquote(text, errors="replace")
-            if decoded != text:
-                hit = self._match(decoded) or self._wrapped(decoded)
-        if hit is None:
-            hit = self._wrapped(text)
+        hit = None
+        if self.may_hold(text):
+            hit = self._match(text)
+            if hit is None and "%" in text:
+                decoded = unquote(text, errors="replace")
+                if decoded != text:
+                    hit = self._match(decoded) or self._wrapped(decoded)
+            if hit is None:
+                hit = self._wrapped(text)
         if hit is None and entropy:
             hit = self._high_entropy(text)
             if hit is None and "%" in text:
                 hit = self._high_entropy(unquote(text, errors="replace"))
         return hit
+
+    def may_hold(self, text: str) -> bool:
+        """False when no known format, canary or custom pattern can be in `text`: none of
+        their anchors appears, as written, percent-decoded, base64- or hex-encoded. One
+        regular-expression pass over literals; most URLs stop here."""
+        if self._custom and (
+            "%" in text or self._custom_in(text) or _BASE64_RUN.search(text) is not None
+        ):
+            return True  # custom expressions have no anchors: they run on the text itself
+        trigger = self._trigger
+        if trigger is None:
+            return False
+        if trigger.search(text) is not None:
+            return True
+        return "%" in text and trigger.search(unquote(text, errors="replace")) is not None
+
+    def _may_hold_url(self, text: str) -> bool:
+        """`may_hold` for a whole URL, cheaper, as a URL carries no spaces: a `%` or `@`, an
+        anchor of a format that may be lower case, a canary, or a run of at least 20 token
+        characters that is not plain lower case (words, slugs and dates are; every other
+        format, and base64 of anything that long, mixes cases; hex is looked for inside)."""
+        if "%" in text or "@" in text or (self._custom and self._custom_in(text)):
+            return True
+        if self._coarse is not None and self._coarse.search(text) is not None:
+            return True
+        for run in _LONG_RUN.findall(text):
+            plain = run.islower() and _HEX_STRETCH.search(run) is None
+            if not plain and not run.isdigit():
+                return True
+        return False
+
+    def _custom_in(self, text: str) -> bool:
+        return any(pattern.search(text) is not None for _, pattern in self._custom)
 
     def _match(self, text: str) -> Hit | None:
         if self._formats is not None:
@@ -339,11 +460,17 @@ class DlpSettings:
         """Each label of a host name (labels are matched one by one, so `AKIA…` split over
         two labels is not seen; a long random label is, by the entropy detector)."""
         entropy = self.entropy_in("host_labels")
-        hit = self._match(host)
-        if hit is not None:
-            return hit, f"host_label[{_label_index(host, hit.match)}]"
+        anchored = self.may_hold(host)
+        if anchored:
+            hit = self._match(host)
+            if hit is not None:
+                return hit, f"host_label[{_label_index(host, hit.match)}]"
+        elif not entropy or len(host) < self._min_length:
+            return None
         for index, label in enumerate(host.split(".")):
-            hit = self._wrapped(label) or (self._high_entropy(label) if entropy else None)
+            hit = self._wrapped(label) if anchored else None
+            if hit is None and entropy and len(label) >= self._min_length:
+                hit = self._high_entropy(label)
             if hit is not None:
                 return hit, f"host_label[{index}]"
         return None
@@ -373,6 +500,16 @@ class DlpSettings:
     def scan_url(self, url: str) -> Finding | None:
         """A URL as the agent wrote it (so host labels keep their case): host labels, then
         path segments, then query names and values; the fragment is never sent."""
+        if not self._entropy_beyond_hosts and not self._may_hold_url(url):
+            # Only a long random host label is left to look for.
+            shortest = self._host_entropy_length
+            if not shortest or len(url) < shortest:
+                return None
+            authority = _AUTHORITY.match(url)
+            if authority is None or authority.end(1) - authority.start(1) < shortest:
+                return None
+            found = self.scan_host(split_url(url)[0])
+            return None if found is None else _finding(*found)
         return self.scan_url_parts(*split_url(url))
 
     def scan_url_parts(self, host: str, raw_path: str, raw_query: str) -> Finding | None:
@@ -535,9 +672,10 @@ def _base64_decodings(run: str) -> Iterator[str]:
     alphabet = b"-_" if ("-" in body or "_" in body) else b"+/"
     for start in range(4):
         chunk = body[start:]
-        chunk = chunk[: len(chunk) - len(chunk) % 4]
         if len(chunk) < 12:
             break
+        rest = len(chunk) % 4  # a partial last group still decodes (a secret's last bytes)
+        chunk = chunk[:-1] if rest == 1 else chunk + "=" * ((4 - rest) % 4)
         try:
             data = base64.b64decode(chunk, altchars=alphabet, validate=True)
         except (binascii.Error, ValueError):
