@@ -176,7 +176,7 @@ MIN_SIGNATURE = 4  # base64 or hex characters: shorter ones would turn up by cha
 RUN_LENGTH = 20  # an encoded secret (16 bytes and more) is a run at least this long
 # Starting only where a run starts keeps the search linear: no rescan from inside a word.
 _LONG_RUN = re.compile(rf"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{{{RUN_LENGTH},}}")
-_HEX_STRETCH = re.compile(r"[0-9a-f]{32}")  # 16 bytes, hex-encoded
+_HEX_STRETCH = re.compile(r"[0-9a-f]{16}")  # 8 bytes (the shortest canary), hex-encoded
 _LOWER_CASE_ANCHORS = frozenset({"sk-", "xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-"})
 _AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)")
 
@@ -336,7 +336,9 @@ class DlpSettings:
         setter(self, "_trigger", re.compile(literal_trie(signatures)) if signatures else None)
         # The whole-URL first look (`_may_hold_url`): the anchors of the formats that may be
         # written in lower case, and the canaries; every other format is a long mixed run.
-        lower = {a for a in anchors if a in _LOWER_CASE_ANCHORS} | set(self.canaries)
+        lower = {a for a in anchors if a in _LOWER_CASE_ANCHORS}
+        for canary in self.canaries:
+            lower |= {canary, *encoded_signatures(canary)}
         setter(self, "_coarse", re.compile(literal_trie(lower)) if lower else None)
         length = self.entropy.min_length if self.entropy else 0
         setter(self, "_tokens", re.compile(_TOKEN_RUN_TEMPLATE % length) if length else None)
@@ -535,7 +537,7 @@ class DlpSettings:
         for index, (name, value) in enumerate(headers):
             hit = self.scan_text(value) or self.scan_text(name)
             if hit is not None:
-                return _finding(hit, _named("header", name.lower(), index, self))
+                return _finding(hit, _named("header", name, index, self).lower())
         return None
 
     def scan_body(self, prefix: bytes) -> Finding | None:

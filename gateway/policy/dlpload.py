@@ -122,7 +122,10 @@ def _read_patterns(w: Walker, node: Node, path: str) -> tuple[CustomPattern, ...
         try:
             compiled = compile_re2(regex)
         except Exception as exc:  # re2.error, or a pattern too large for its memory budget
-            w.error(regex_node, "bad_regex", f"{where}.regex does not compile under RE2: {exc}")
+            why = exc.args[0] if exc.args else exc
+            if isinstance(why, bytes):
+                why = why.decode("utf-8", "replace")
+            w.error(regex_node, "bad_regex", f"{where}.regex does not compile under RE2: {why}")
             ok = False
             continue
         if compiled.search("") is not None:
