@@ -569,6 +569,11 @@ class DlpSettings:
         hex piece) replaced by `[REDACTED:dlp.<detector>]`."""
         return _redact_pieces(self, _redact_whole(self, text), entropy=False)
 
+    def redact_host(self, host: str) -> str:
+        """A host name as the audit log may show it: each label a detector matches lost."""
+        entropy = self.entropy_in("host_labels")
+        return _redact_pieces(self, _redact_whole(self, host), entropy=entropy)
+
     def redact_url(self, url: str) -> str:
         """A URL as the audit log may show it once DLP has looked: each host label, path
         segment, query name and value in which a detector matches loses the match (the whole
@@ -576,7 +581,9 @@ class DlpSettings:
         text = _redact_whole(self, url)
         head, sep, rest = text.partition("://")
         if not sep or len(head) > 40:
-            return _redact_pieces(self, text, entropy=False)
+            # An authority alone (a CONNECT's host:port) is host labels; anything else, text.
+            alone = "/" not in text and "?" not in text
+            return _redact_pieces(self, text, entropy=alone and self.entropy_in("host_labels"))
         end = min((rest.find(d) for d in "/?#" if d in rest), default=len(rest))
         authority, tail = rest[:end], rest[end:]
         in_path = self.entropy_in("path") or self.entropy_in("query")
@@ -722,9 +729,10 @@ def compile_re2(pattern: str) -> Any:
 
 
 def mark_record(record: dict[str, Any], settings: DlpSettings, finding: Finding | None) -> None:
-    """An audit record once DLP has looked: the finding as its `dlp` block, and every URL
-    and search query in it with what a detector matches replaced (also when nothing was
-    found at decision time: a redirect's final URL was never looked at, yet may echo one)."""
+    """An audit record once DLP has looked: the finding as its `dlp` block, and every URL,
+    destination name and search query in it with what a detector matches replaced (also
+    when nothing was found at decision time: a redirect's final URL was never looked at,
+    yet may echo one)."""
     if finding is not None:
         record["dlp"] = finding.to_record()
     if settings.mode is DlpMode.OFF:
@@ -734,6 +742,9 @@ def mark_record(record: dict[str, Any], settings: DlpSettings, finding: Finding 
         for key, value in url.items():
             if isinstance(value, str):
                 url[key] = settings.redact_url(value)
+    destination = record.get("destination")
+    if isinstance(destination, dict) and isinstance(destination.get("domain"), str):
+        destination["domain"] = settings.redact_host(destination["domain"])
     search = record.get("search")
     if isinstance(search, dict):
         if isinstance(search.get("query"), str):

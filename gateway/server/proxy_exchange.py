@@ -142,7 +142,7 @@ class Exchange:
         return "proxy_connect" if self.head.method == "CONNECT" else "proxy_http"
 
     def record(self, **fields: Any) -> dict[str, Any]:
-        return proxy_record(
+        record = proxy_record(
             self.action,
             event_id=self.event_id,
             duration_ms=int((time.monotonic() - self.started) * 1000),
@@ -154,6 +154,11 @@ class Exchange:
             request_id=self.event_id,
             **fields,
         )
+        allowed = self.allowed[0] if self.allowed is not None else None
+        if "dlp" not in record and allowed is not None and allowed.dlp is not None:
+            # What DLP reported stays on the record of a request that then failed.
+            record["dlp"] = allowed.dlp.to_record()
+        return record
 
     def audit(self, record: dict[str, Any]) -> None:
         """Write this request's record (raises AuditWriteError), noting that it has one."""

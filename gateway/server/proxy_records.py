@@ -109,7 +109,7 @@ def tunnel_close_record(
     in `event.duration_ms`, bytes from the client in `source.bytes` and from upstream in
     `destination.bytes`."""
     denied = tls_decision is not None and not tls_decision.allowed
-    return {
+    record = {
         "event": {
             "id": event_id,
             "action": "tunnel_close",
@@ -127,6 +127,8 @@ def tunnel_close_record(
         # A proxy request's trace id is its event id (the X-Gateway-Request-Id it answered).
         "trace": {"id": event_id},
     }
+    mark_record(record, policy.dlp, None)
+    return record
 
 
 def auth_failure_record(

@@ -44,7 +44,9 @@ SAMPLES = {
 }
 CANARY = "tripwire-4c1f7a2b9e"
 ENFORCE = DlpSettings(
-    mode=DlpMode.ENFORCE, canaries=(CANARY,), patterns=(CustomPattern("employee_id", "EMP-[0-9]{8}"),)
+    mode=DlpMode.ENFORCE,
+    canaries=(CANARY,),
+    patterns=(CustomPattern("employee_id", "EMP-[0-9]{8}"),),
 )
 ORDINARY_URLS = [
     "https://en.wikipedia.org/wiki/Python_(programming_language)",
@@ -83,7 +85,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("detector", "form", "value"), CASES)
-def test_every_detector_in_every_position_and_wrapping(detector: str, form: str, value: str) -> None:
+def test_every_detector_in_every_position_and_wrapping(
+    detector: str, form: str, value: str
+) -> None:
     in_url = quoted(value)
     positions = {
         "query:q": ENFORCE.scan_url(f"https://search.example.org/find?lang=en&q={in_url}"),
@@ -125,12 +129,16 @@ def test_entropy_in_host_labels_by_default_and_paths_only_when_asked() -> None:
     assert found is not None and found.location == "path[1]"
     assert opted.scan_url(url) is None  # host labels no longer listed
     # Thresholds: a stricter length, or more bits per character, lets the label pass.
-    assert DlpSettings(mode=DlpMode.REPORT, entropy=EntropySettings(min_length=40)).scan_url(
-        url
-    ) is None
-    assert DlpSettings(
-        mode=DlpMode.REPORT, entropy=EntropySettings(min_bits_per_char=5.0)
-    ).scan_url(url) is None
+    assert (
+        DlpSettings(mode=DlpMode.REPORT, entropy=EntropySettings(min_length=40)).scan_url(url)
+        is None
+    )
+    assert (
+        DlpSettings(mode=DlpMode.REPORT, entropy=EntropySettings(min_bits_per_char=5.0)).scan_url(
+            url
+        )
+        is None
+    )
     # Off entirely.
     assert DlpSettings(mode=DlpMode.REPORT, entropy=None).scan_url(url) is None
 

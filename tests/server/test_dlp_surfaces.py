@@ -1,0 +1,236 @@
+"""Outbound DLP on every surface, on loopback, in both modes: WebFetch, WebSearch, the proxy's
+plain HTTP (request line, headers, body prefix) and CONNECT host names. The audit record's
+shape, and that the secret is in no log line, no record and no error."""
+
+from __future__ import annotations
+
+import base64
+import logging
+
+import pytest
+
+from gateway.config import ResolverConfig
+from gateway.runtime import Services
+from gateway.server.app import make_app
+from tests.conftest import STATIC_HOSTS, loopback_policy
+from tests.server.conftest import audit_records
+from tests.server.proxy_env import curl, parse_head, raw_exchange, start_env
+from tests.tools.searchgateway import client_policy
+
+CANARY = "tripwire-4c1f7a2b9e"
+STRIPE = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+# A long random label: the entropy detector's (on for host labels by default).
+RANDOM_LABEL = "k3j9x2m8q7w1z5v4b6n0c2l8p3r7t9y1"
+SECRETS = (CANARY, STRIPE, RANDOM_LABEL)
+MODES = ("enforce", "report")
+
+
+def dlp_section(mode: str, canaries: str) -> str:
+    return f"dlp: {{mode: {mode}, canaries_file: {canaries}}}\n"
+
+
+@pytest.fixture(autouse=True)
+def every_log_line(caplog):
+    """Every log record at every level, to look for secrets in."""
+    caplog.set_level(logging.DEBUG)
+    return caplog
+
+
+def assert_nowhere(*texts: str | bytes, caplog, upstream_saw: bool = False) -> None:
+    """No secret, in any of the encodings the tests plant it in, in any of `texts` nor in
+    any log line. `upstream_saw`: report mode sent it on, so the test upstream's own access
+    log holds it (that log is the destination's, not the gateway's)."""
+    forms = set()
+    for secret in SECRETS:
+        forms |= {secret, base64.b64encode(secret.encode()).decode(), secret.encode().hex()}
+    logged = "\n".join(
+        record.getMessage() + " " + repr(record.__dict__)
+        for record in caplog.records
+        if not (upstream_saw and record.name == "aiohttp.access")
+    )
+    for text in (*texts, logged):
+        shown = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+        for form in forms:
+            assert form not in shown
+
+
+def assert_dlp_block(record: dict, detector: str, location: str) -> None:
+    block = record["dlp"]
+    assert set(block) == {"detector", "location", "fingerprint"}
+    assert block["detector"] == detector and block["location"] == location
+    assert len(block["fingerprint"]) == 24 and int(block["fingerprint"], 16) >= 0
+
+
+# --- WebFetch -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def fetch_gateway(upstream, write_policy, make_config, aiohttp_client, tmp_path, request):
+    mode = request.param
+    (tmp_path / "canaries.txt").write_text(CANARY + "\n")
+    canaries = str(tmp_path / "canaries.txt")
+    policy = write_policy(loopback_policy(upstream.port, extra=dlp_section(mode, canaries)))
+    services = Services(make_config(policy))
+    services.open()
+    client = await aiohttp_client(make_app(services))
+    yield mode, client, services
+    await services.close()
+
+
+@pytest.mark.parametrize("fetch_gateway", MODES, indirect=True)
+async def test_webfetch(fetch_gateway, upstream, caplog) -> None:
+    mode, client, services = fetch_gateway
+    url = f"http://site.example.com:{upstream.port}/page?ref=docs&note={CANARY}"
+    response = await client.post("/v1/fetch", json={"url": url})
+    body = await response.text()
+    [record] = [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
+    assert record["policy"]["reason"] == "sensitive_data"
+    assert record["policy"]["rule"] == "dlp.canary"
+    assert_dlp_block(record, "canary", "query:note")
+    assert record["url"]["original"].endswith("note=[REDACTED:dlp.canary]")
+    if mode == "enforce":
+        assert response.status == 403
+        assert record["policy"]["enforced"] is True and record["event"]["type"] == ["denied"]
+        assert response.headers.get("X-Gateway-Rule", "dlp.canary") == "dlp.canary"
+        assert "sensitive_data" in body and "query:note" in body
+        assert "destination" not in record  # refused before any connection
+    else:
+        assert response.status == 200
+        assert record["policy"]["enforced"] is False and record["event"]["outcome"] == "success"
+        assert record["url"]["full"].endswith("note=[REDACTED:dlp.canary]")
+        assert record["http"]["response"]["status_code"] == 200  # report lets it through
+        body = ""  # the envelope names the URL the agent asked for, to that agent
+    with open(services.audit.path, "rb") as handle:
+        assert_nowhere(body, handle.read(), caplog=caplog, upstream_saw=mode == "report")
+
+
+@pytest.mark.parametrize("fetch_gateway", ["enforce"], indirect=True)
+async def test_webfetch_host_label_is_refused_before_any_lookup(fetch_gateway, caplog) -> None:
+    _, client, services = fetch_gateway
+    # The name resolves nowhere: a lookup would fail as upstream_unreachable instead.
+    response = await client.post(
+        "/v1/fetch", json={"url": f"https://{RANDOM_LABEL}.collector.example.com/x"}
+    )
+    body = await response.text()
+    assert response.status == 403 and "sensitive_data" in body
+    [record] = audit_records(services)[-1:]
+    assert_dlp_block(record, "entropy", "host_label[0]")
+    assert record["url"]["original"] == "https://[REDACTED:dlp.entropy].collector.example.com/x"
+    with open(services.audit.path, "rb") as handle:
+        assert_nowhere(body, handle.read(), caplog=caplog)
+
+
+# --- WebSearch ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_websearch(search_gateways, upstream, tmp_path, mode, caplog) -> None:
+    (tmp_path / "canaries.txt").write_text(CANARY + "\n")
+    text = client_policy(upstream.port, "agent-policy") + dlp_section(
+        mode, str(tmp_path / "canaries.txt")
+    )
+    gateway = await search_gateways(policies={"agent": text})
+    status, body = await gateway.search("agent", query=f"what is {STRIPE} for")
+    [record] = [r for r in audit_records(gateway.services) if r["event"]["action"] == "WebSearch"]
+    assert record["policy"]["rule"] == "dlp.stripe_key"
+    assert_dlp_block(record, "stripe_key", "search_query")
+    if mode == "enforce":
+        assert status == 403 and body["error"]["reason"] == "sensitive_data"
+        assert gateway.requests_to("brave") == 0  # never sent to a provider
+    else:
+        assert status == 200
+        assert record["search"]["query"] == "what is [REDACTED:dlp.stripe_key] for"
+        assert gateway.requests_to("brave") == 1
+        body = {}  # the answer repeats the query to the agent that asked
+    with open(gateway.services.audit.path, "rb") as handle:
+        assert_nowhere(repr(body), handle.read(), caplog=caplog, upstream_saw=mode == "report")
+
+
+# --- the forward proxy ----------------------------------------------------------------------
+
+
+@pytest.fixture
+async def proxy(tmp_path, make_config, request):
+    mode = request.param
+    (tmp_path / "canaries.txt").write_text(CANARY + "\n")
+    hosts = {**STATIC_HOSTS, f"{RANDOM_LABEL}.site.example.com": ("127.0.0.1",)}
+
+    def config(path, **fields):
+        return make_config(path, resolver=ResolverConfig(hosts=hosts), **fields)
+
+    env = await start_env(
+        tmp_path,
+        config,
+        policy_extra=dlp_section(mode, str(tmp_path / "canaries.txt")),
+    )
+    yield mode, env
+    await env.close()
+
+
+@pytest.mark.parametrize("proxy", MODES, indirect=True)
+@pytest.mark.parametrize(
+    ("where", "detector", "location"),
+    [
+        ("line", "canary", "query:q"),
+        ("header", "stripe_key", "header:x-context"),
+        ("body", "canary", "body"),
+    ],
+)
+async def test_proxy_http(proxy, where, detector, location, caplog) -> None:
+    mode, env = proxy
+    args = ["-x", env.proxy_url]
+    url = env.url("/echo")
+    if where == "line":
+        url += f"?q={CANARY}"
+    elif where == "header":
+        args += ["-H", f"X-Context: {STRIPE}"]
+    else:
+        args += ["--data-binary", f'{{"note": "{CANARY}"}}']
+    result = await curl(*args, url)
+    [record] = env.records("proxy_http")
+    assert record["policy"]["reason"] == "sensitive_data"
+    assert record["policy"]["rule"] == f"dlp.{detector}"
+    assert_dlp_block(record, detector, location)
+    if mode == "enforce":
+        assert result.status == 403
+        assert result.headers["x-gateway-reason"] == "sensitive_data"
+        assert result.headers["x-gateway-rule"] == f"dlp.{detector}"
+        assert record["policy"]["enforced"] is True and record["event"]["type"] == ["denied"]
+        assert_nowhere(result.body, caplog=caplog)
+    else:
+        assert result.status == 200  # the upstream echoes what it got: the secret went out
+        assert record["policy"]["enforced"] is False and record["event"]["type"] == ["allowed"]
+    with open(env.services.audit.path, "rb") as handle:
+        assert_nowhere(handle.read(), caplog=caplog, upstream_saw=mode == "report")
+
+
+@pytest.mark.parametrize("proxy", MODES, indirect=True)
+async def test_proxy_connect_host(proxy, caplog) -> None:
+    mode, env = proxy
+    authority = f"{RANDOM_LABEL}.site.example.com:{env.tls_port}"
+    raw = await raw_exchange(
+        env.port,
+        f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode(),
+        read_timeout=1.0,
+    )
+    status, headers, body = parse_head(raw)
+    [record] = env.records("proxy_connect")
+    assert record["policy"]["reason"] == "sensitive_data"
+    assert_dlp_block(record, "entropy", "host_label[0]")
+    assert RANDOM_LABEL not in record["url"]["original"]
+    if mode == "enforce":
+        assert status == 403 and headers["x-gateway-rule"] == "dlp.entropy"
+        assert_nowhere(body, caplog=caplog)
+    else:
+        assert status == 200  # resolved (after the decision) and tunnelled
+    with open(env.services.audit.path, "rb") as handle:
+        assert_nowhere(handle.read(), caplog=caplog)
+
+
+@pytest.mark.parametrize("proxy", ["enforce"], indirect=True)
+async def test_proxy_clean_requests_pass(proxy) -> None:
+    _, env = proxy
+    result = await curl("-x", env.proxy_url, "-H", "X-Context: weekly report", env.url("/page"))
+    assert result.status == 200
+    [record] = env.records("proxy_http")
+    assert "dlp" not in record and record["policy"]["reason"] is None
