@@ -27,6 +27,7 @@ from gateway.fetch.provider import FetcherProviderTransport, ProviderEndpoint
 from gateway.fetch.resolver import parse_static_hosts
 from gateway.limits import InMemoryLimiter, Limiter
 from gateway.metrics import Metrics, ObservedAuditLog
+from gateway.policy import dlp
 from gateway.policy.load import PolicyValidationError, load_default_policy, load_policy_file
 from gateway.policy.model import Policy
 from gateway.provenance.dsse import DSSEError, Signer, keyid_of, load_public_key
@@ -127,6 +128,24 @@ class ReloadStatus:
     problems: tuple[str, ...] = ()
 
 
+MIN_FINGERPRINT_KEY = 16
+
+
+def read_fingerprint_key(path: str | None) -> bytes | None:
+    """The bytes of `dlp_fingerprint_key` (surrounding white space dropped), at least 16 of
+    them; None without the key, and DLP fingerprints then use a random key per start."""
+    if path is None:
+        return None
+    with open(path, "rb") as handle:
+        key = handle.read(4096).strip()
+    if len(key) < MIN_FINGERPRINT_KEY:
+        raise OSError(
+            f"dlp_fingerprint_key {path!r} holds {len(key)} bytes; it needs at least "
+            f"{MIN_FINGERPRINT_KEY} (e.g. head -c 32 /dev/urandom > FILE)"
+        )
+    return key
+
+
 class Services:
     """Every long-lived service of one gateway process."""
 
@@ -140,6 +159,7 @@ class Services:
         self.draining = False
         self.signer = Signer.from_pem_file(config.signing_key) if config.signing_key else None
         self.retired_keys = tuple(load_public_key(path) for path in config.retired_keys)
+        dlp.set_fingerprint_key(read_fingerprint_key(config.dlp_fingerprint_key))
         # keyid -> when a rotation at reload retired it (its /v1/keys not_after).
         self.retired_at: dict[str, str] = {}
         self.metrics = Metrics(
