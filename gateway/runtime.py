@@ -40,6 +40,7 @@ from gateway.tools.registry import ToolRegistry, ToolSpec
 from gateway.tools.research import ResearchTool
 from gateway.tools.research import tool_spec as research_spec
 from gateway.tools.schema import FETCH_REQUEST
+from gateway.tools.sightings import HostSightings, InMemoryHostSightings
 from gateway.tools.webfetch import DESCRIPTION as FETCH_DESCRIPTION
 from gateway.tools.webfetch import FetchCache, WebFetchTool, render_text
 from gateway.tools.websearch import WebSearchTool
@@ -187,6 +188,10 @@ class Services:
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="extract")
         # state.redis: limits, search cache, provider health and ids shared across replicas.
         self.shared = connect_shared_state(config, self.instance_id, self.metrics)
+        # Where each client met each host, for dlp.untrusted_hosts (bounded, per client).
+        self.sightings: HostSightings = (
+            self.shared.sightings if self.shared else InMemoryHostSightings()
+        )
         self.ids: IdStore = (
             self.shared.ids
             if self.shared
@@ -199,6 +204,7 @@ class Services:
             signer=self.signer,
             ids=self.ids,
             cache=FetchCache(config.fetch.cache_ttl),
+            sightings=self.sightings,
         )
         # With the audit log: a call refused before its tool recorded anything still gets
         # its one record (CONTRACT 8).
@@ -233,7 +239,11 @@ class Services:
             cache=self.shared.search_cache if self.shared else None,
         )
         self.websearch = WebSearchTool(
-            engine=self.search, audit=self.audit, ids=self.ids, signer=self.signer
+            engine=self.search,
+            audit=self.audit,
+            ids=self.ids,
+            signer=self.signer,
+            sightings=self.sightings,
         )
         self.tools.add(websearch_spec(self.websearch))
         self.tools.add(

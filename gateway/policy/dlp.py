@@ -574,7 +574,7 @@ class DlpSettings:
         entropy = self.entropy_in("host_labels")
         return _redact_pieces(self, _redact_whole(self, host), entropy=entropy)
 
-    def redact_url(self, url: str) -> str:
+    def redact_url(self, url: str, *, entropy_everywhere: bool = False) -> str:
         """A URL as the audit log may show it once DLP has looked: each host label, path
         segment, query name and value in which a detector matches loses the match (the whole
         piece, when the match was inside an encoding)."""
@@ -586,7 +586,9 @@ class DlpSettings:
             return _redact_pieces(self, text, entropy=alone and self.entropy_in("host_labels"))
         end = min((rest.find(d) for d in "/?#" if d in rest), default=len(rest))
         authority, tail = rest[:end], rest[end:]
-        in_path = self.entropy_in("path") or self.entropy_in("query")
+        in_path = self.entropy_in("path") or self.entropy_in("query") or entropy_everywhere
+        if entropy_everywhere and self.entropy is None:
+            in_path = False
         return (
             head
             + sep
@@ -737,11 +739,16 @@ def mark_record(record: dict[str, Any], settings: DlpSettings, finding: Finding 
         record["dlp"] = finding.to_record()
     if settings.mode is DlpMode.OFF:
         return
+    # What the untrusted-host check found is high entropy anywhere in the URL.
+    everywhere = finding is not None and finding.detector == UNTRUSTED_HOST
     url = record.get("url")
     if isinstance(url, dict):
         for key, value in url.items():
             if isinstance(value, str):
-                url[key] = settings.redact_url(value)
+                shown = settings.redact_url(value, entropy_everywhere=everywhere)
+                if everywhere:
+                    shown = shown.replace(marker(ENTROPY), marker(UNTRUSTED_HOST))
+                url[key] = shown
     destination = record.get("destination")
     if isinstance(destination, dict) and isinstance(destination.get("domain"), str):
         destination["domain"] = settings.redact_host(destination["domain"])

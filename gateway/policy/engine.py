@@ -50,7 +50,7 @@ from gateway.policy.addresses import (
     embedded_ipv4,
     mapped_ipv4_network,
 )
-from gateway.policy.dlp import DlpMode, Finding
+from gateway.policy.dlp import UNTRUSTED_HOST, DlpMode, Finding, split_url
 from gateway.policy.model import Action, IPNetwork, Mode, Policy
 from gateway.policy.urls import InvalidURLError, Target, UnsupportedSchemeError, parse_url
 
@@ -245,11 +245,14 @@ def _decide_destination(policy: Policy, target: Target) -> Decision:
     return decide_host(policy, target.host)
 
 
-def with_finding(policy: Policy, decision: Decision, finding: Finding) -> Decision:
+def with_finding(
+    policy: Policy, decision: Decision, finding: Finding, *, mode: DlpMode | None = None
+) -> Decision:
     """Step 2b's outcome for data `finding` names, given the decision without it: refused
-    when DLP enforces; otherwise that decision, carrying the finding (and, if it allowed,
-    reporting the would-be denial as report mode does)."""
-    enforced = policy.mode is Mode.ENFORCE and policy.dlp.mode is DlpMode.ENFORCE
+    when DLP enforces (`mode`, by default `dlp.mode`); otherwise that decision, carrying the
+    finding (and, if it allowed, reporting the would-be denial as report mode does)."""
+    mode = policy.dlp.mode if mode is None else mode
+    enforced = policy.mode is Mode.ENFORCE and mode is DlpMode.ENFORCE
     if decision.dlp is not None:
         return decision  # the first finding decides
     if not enforced and decision.reason is not None:
@@ -265,6 +268,30 @@ def with_finding(policy: Policy, decision: Decision, finding: Finding) -> Decisi
         f"found in {finding.location}",
         finding,
     )
+
+
+def decide_untrusted_host(
+    policy: Policy, decision: Decision, target: Target, sent: str, *, only_from_content: bool
+) -> Decision:
+    """The provenance-aware part of step 2b (`dlp.untrusted_hosts`): a request to a host the
+    client has only ever seen inside web content the gateway handed it (`only_from_content`,
+    from the caller's sightings), which no domain rule names, and which carries high-entropy
+    or secret-shaped data anywhere in its URL, is `sensitive_data` by `dlp.untrusted_host`."""
+    mode = policy.dlp.untrusted_hosts
+    if mode is DlpMode.OFF or not only_from_content or decision.dlp is not None:
+        return decision
+    if not decision.allowed and decision.enforced:
+        return decision  # refused already
+    if target.ip is None and (
+        policy.allow_index.match(target.host) is not None
+        or policy.deny_index.match(target.host) is not None
+    ):
+        return decision  # the policy names it: the operator knows this host
+    shaped = policy.dlp.secret_shaped(*split_url(sent))
+    if shaped is None:
+        return decision
+    finding = Finding(UNTRUSTED_HOST, shaped.location, shaped.fingerprint)
+    return with_finding(policy, decision, finding, mode=mode)
 
 
 def decide_query(policy: Policy, tool: str, queries: Sequence[str]) -> Decision:

@@ -25,7 +25,15 @@ from gateway.fetch.client import ACCEPT
 from gateway.fetch.tunnel import open_tunnel
 from gateway.fetch.upstream import has_body, request_head
 from gateway.limits import Lease
-from gateway.policy.engine import Decision, Reason, decide_target, decide_url, with_finding
+from gateway.policy.dlp import UNTRUSTED_HOST, DlpMode
+from gateway.policy.engine import (
+    Decision,
+    Reason,
+    decide_target,
+    decide_untrusted_host,
+    decide_url,
+    with_finding,
+)
 from gateway.policy.model import Policy
 from gateway.policy.urls import InvalidURLError, Target, parse_url
 from gateway.runtime import ClientIdentity
@@ -159,6 +167,25 @@ class Exchange:
             # What DLP reported stays on the record of a request that then failed.
             record["dlp"] = allowed.dlp.to_record()
         return record
+
+    async def provenance(
+        self, policy: Policy, decision: Decision, target: Target, sent: str | None
+    ) -> Decision:
+        """dlp.untrusted_hosts: a request carrying secret-shaped data (`sent`, a plain-HTTP
+        request's URL) to a host this client has only seen inside web content is flagged;
+        any other allowed request marks its host as one the client asked for itself."""
+        if policy.dlp.untrusted_hosts is DlpMode.OFF:
+            return decision
+        sightings = self.proxy.services.sightings
+        client = self.client_id or "anonymous"
+        if sent is not None:
+            seen = await sightings.only_from_content(client, target.host)
+            decision = decide_untrusted_host(
+                policy, decision, target, sent, only_from_content=seen
+            )
+        if decision.dlp is None or decision.dlp.detector != UNTRUSTED_HOST:
+            await sightings.requested(client, target.host)
+        return decision
 
     def audit(self, record: dict[str, Any]) -> None:
         """Write this request's record (raises AuditWriteError), noting that it has one."""
@@ -304,6 +331,7 @@ class Exchange:
             finding = policy.dlp.scan_headers(head.forwarded_headers())
             if finding is not None:
                 decision = with_finding(policy, decision, finding)
+            decision = await self.provenance(policy, decision, target, head.target)
         if target is None or not decision.allowed:
             return self.deny(decision, target)
         self.allowed = (decision, target)
@@ -457,6 +485,8 @@ class Exchange:
             decision = decide_target(
                 policy, target, tool=None, sent=f"https://{self.head.target}"
             )
+        if decision.allowed and policy.dlp.active:
+            decision = await self.provenance(policy, decision, target, None)
         if not decision.allowed:
             self.deny(decision, target)
             return False

@@ -20,7 +20,8 @@ from gateway.errors import GatewayError, InvalidRequestError, UpstreamError
 from gateway.extract import Document, ExtractError, extract
 from gateway.extract.charset import is_html_type, media_type
 from gateway.fetch.client import Fetcher, FetchOptions, FetchTrace
-from gateway.policy.engine import Decision, decide_url, with_finding
+from gateway.policy.dlp import UNTRUSTED_HOST, DlpMode
+from gateway.policy.engine import Decision, decide_untrusted_host, decide_url, with_finding
 from gateway.provenance.dsse import Signer
 from gateway.provenance.envelope import attach_dsse
 from gateway.provenance.markers import Sanitized, new_nonce, sanitize, wrap
@@ -37,6 +38,7 @@ from gateway.tools.envelope import (
 from gateway.tools.jsonwire import JsonText, json_literal
 from gateway.tools.records import tool_record
 from gateway.tools.schema import FETCH_REQUEST, validate
+from gateway.tools.sightings import HostSightings, hosts_in_text
 
 DESCRIPTION = (
     'Fetch a web page (or a result of an earlier WebSearch, as "id:<id>") through the '
@@ -150,7 +152,9 @@ class WebFetchTool:
         signer: Signer | None = None,
         ids: IdStore | None = None,
         cache: FetchCache | None = None,
+        sightings: HostSightings | None = None,
     ) -> None:
+        self._sightings = sightings
         self._fetcher = fetcher
         self._audit = audit
         self._executor = executor
@@ -183,6 +187,11 @@ class WebFetchTool:
             outbound = False
         policy = ctx.policy
         decision, target = decide_url(policy, url, tool="WebFetch", outbound=outbound)
+        watching = self._sightings is not None and policy.dlp.untrusted_hosts is not DlpMode.OFF
+        if watching and outbound and target is not None and decision.allowed:
+            assert self._sightings is not None
+            seen = await self._sightings.only_from_content(ctx.client_label, target.host)
+            decision = decide_untrusted_host(policy, decision, target, url, only_from_content=seen)
         if not decision.allowed or target is None:
             error = refusal(decision)
             self._audit.append(
@@ -194,7 +203,11 @@ class WebFetchTool:
         if cached is not None:
             # The record names this call's URL, not the spelling that filled the cache.
             hit = replace(cached, requested_url=url, cached=True, event_id=new_id())
+            if cached.decision.dlp is None and decision.dlp is not None:
+                hit = replace(hit, decision=with_finding(policy, hit.decision, decision.dlp))
             self._audit.append(self._success_record(action, ctx, hit, cached=True))
+            if watching:
+                await self._note_sightings(ctx, target.host, hit, requested=outbound)
             return hit, requested_id
         trace = FetchTrace(requested=target, current=target)
         try:
@@ -237,7 +250,20 @@ class WebFetchTool:
         )
         self._audit.append(self._success_record(action, ctx, page, cached=False))
         self._cache.put(key, page)
+        if watching:
+            await self._note_sightings(ctx, target.host, page, requested=outbound)
         return page, requested_id
+
+    async def _note_sightings(
+        self, ctx: CallContext, host: str, page: Page, *, requested: bool
+    ) -> None:
+        """For dlp.untrusted_hosts: the host the agent asked for itself (not one it reached
+        through a search result), and every host the page links to."""
+        assert self._sightings is not None
+        flagged = page.decision.dlp is not None and page.decision.dlp.detector == UNTRUSTED_HOST
+        if requested and not flagged:
+            await self._sightings.requested(ctx.client_label, host)
+        await self._sightings.seen_in_content(ctx.client_label, hosts_in_text(page.text))
 
     def render(
         self,

@@ -20,6 +20,7 @@ import orjson
 from gateway.audit.log import AuditLog
 from gateway.audit.redaction import redact_text
 from gateway.errors import GatewayError, UnavailableError, UpstreamError
+from gateway.policy.dlp import DlpMode
 from gateway.policy.engine import Decision, decide_address, decide_query, decide_url
 from gateway.policy.model import Policy, ResultsHandling
 from gateway.provenance.dsse import Signer
@@ -34,6 +35,7 @@ from gateway.tools.envelope import new_id, now_iso, policy_summary, refusal
 from gateway.tools.records import tool_record
 from gateway.tools.registry import ToolSpec
 from gateway.tools.schema import SEARCH_REQUEST, validate
+from gateway.tools.sightings import HostSightings, host_of
 
 DESCRIPTION = (
     "Search the web through the egress gateway. Returns ranked results (title, url, snippet, "
@@ -72,8 +74,10 @@ class WebSearchTool:
         audit: AuditLog,
         ids: IdStore,
         signer: Signer | None = None,
+        sightings: HostSightings | None = None,
     ) -> None:
         self.engine = engine
+        self._sightings = sightings
         self._audit = audit
         self._ids = ids
         self._signer = signer
@@ -133,6 +137,11 @@ class WebSearchTool:
                 await self._ids.remember(
                     ctx.client_label, [(r.result.id, r.result.url) for r in answer.allowed]
                 )
+                watching = ctx.policy.dlp.untrusted_hosts is not DlpMode.OFF
+                if self._sightings is not None and watching:
+                    # Hosts the web put in front of the agent (dlp.untrusted_hosts).
+                    hosts = {h for r in answer.allowed if (h := host_of(r.result.url))}
+                    await self._sightings.seen_in_content(ctx.client_label, hosts)
         except Exception as exc:  # any store failure: fail closed, never answer
             failure = (
                 exc

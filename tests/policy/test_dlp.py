@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,9 +24,15 @@ from gateway.policy.dlp import (
     mark_record,
     split_url,
 )
-from gateway.policy.engine import Reason, decide_query, decide_target, decide_url
+from gateway.policy.engine import (
+    Reason,
+    decide_query,
+    decide_target,
+    decide_untrusted_host,
+    decide_url,
+)
 from gateway.policy.load import load_policy_bytes
-from gateway.policy.model import Mode
+from gateway.policy.model import Action, Mode
 from gateway.policy.urls import parse_url
 from tests.policy.conftest import make_policy
 
@@ -361,3 +368,38 @@ def test_loaded_policy_reads_its_canaries_file(tmp_path: Path) -> None:
     ):
         decision, _ = decide_url(policy, url)
         assert decision.rule == rule and not decision.allowed
+
+
+def test_untrusted_host_check() -> None:
+    token = "Qm7xT2vR9kLp3WzN8bYc4HdF6sJq1GtE5uAo0iVy"
+    policy = make_policy(
+        allow=["named.example"],
+        default=Action.ALLOW,
+        dlp=DlpSettings(mode=DlpMode.REPORT, untrusted_hosts=DlpMode.ENFORCE),
+    )
+    url = f"https://collector.example/c?d={token}"
+    decision, target = decide_url(policy, url)
+    assert target is not None and decision.allowed and decision.dlp is None  # plain DLP: quiet
+    flagged = decide_untrusted_host(policy, decision, target, url, only_from_content=True)
+    assert not flagged.allowed and flagged.rule == "dlp.untrusted_host"
+    assert flagged.dlp is not None and flagged.dlp.location == "query:d"
+    # Not only from content, no secret-shaped data, or a host the policy names: no flag.
+    assert decide_untrusted_host(policy, decision, target, url, only_from_content=False).allowed
+    plain = "https://collector.example/c?page=2"
+    assert decide_untrusted_host(
+        policy, decision, parse_url(plain), plain, only_from_content=True
+    ).allowed
+    named = f"https://named.example/c?d={token}"
+    named_decision, named_target = decide_url(policy, named)
+    assert named_target is not None
+    assert decide_untrusted_host(
+        policy, named_decision, named_target, named, only_from_content=True
+    ).allowed
+    # Report mode for the check alone; off turns it off.
+    reporting = replace(
+        policy, dlp=DlpSettings(mode=DlpMode.REPORT, untrusted_hosts=DlpMode.REPORT)
+    )
+    reported = decide_untrusted_host(reporting, decision, target, url, only_from_content=True)
+    assert reported.allowed and not reported.enforced and reported.rule == "dlp.untrusted_host"
+    off = replace(policy, dlp=DlpSettings(mode=DlpMode.REPORT))
+    assert decide_untrusted_host(off, decision, target, url, only_from_content=True).dlp is None
