@@ -177,8 +177,6 @@ RUN_LENGTH = 20  # an encoded secret (16 bytes and more) is a run at least this 
 # Starting only where a run starts keeps the search linear: no rescan from inside a word.
 _LONG_RUN = re.compile(rf"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{{{RUN_LENGTH},}}")
 _HEX_STRETCH = re.compile(r"[0-9a-f]{16}")  # 8 bytes (the shortest canary), hex-encoded
-_LOWER_CASE_ANCHORS = frozenset({"sk-", "xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-"})
-_AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)")
 
 
 def literal_trie(words: Iterable[str]) -> str:
@@ -334,12 +332,12 @@ class DlpSettings:
         for anchor in anchors:
             signatures |= encoded_signatures(anchor)
         setter(self, "_trigger", re.compile(literal_trie(signatures)) if signatures else None)
-        # The whole-URL first look (`_may_hold_url`): the anchors of the formats that may be
-        # written in lower case, and the canaries; every other format is a long mixed run.
-        lower = {a for a in anchors if a in _LOWER_CASE_ANCHORS}
+        # The whole-URL first look (`_may_hold_url`) needs the canaries as literals; every
+        # known format is a long mixed run or has a lower-case anchor it checks by itself.
+        canaries: set[str] = set()
         for canary in self.canaries:
-            lower |= {canary, *encoded_signatures(canary)}
-        setter(self, "_coarse", re.compile(literal_trie(lower)) if lower else None)
+            canaries |= {canary, *encoded_signatures(canary)}
+        setter(self, "_coarse", re.compile(literal_trie(canaries)) if canaries else None)
         length = self.entropy.min_length if self.entropy else 0
         setter(self, "_tokens", re.compile(_TOKEN_RUN_TEMPLATE % length) if length else None)
         # Precomputed for `scan_url`'s fast path, which most URLs take.
@@ -399,7 +397,9 @@ class DlpSettings:
         anchor of a format that may be lower case, a canary, or a run of at least 20 token
         characters that is not plain lower case (words, slugs and dates are; every other
         format, and base64 of anything that long, mixes cases; hex is looked for inside)."""
-        if "%" in text or "@" in text or (self._custom and self._custom_in(text)):
+        if "%" in text or "@" in text or "sk-" in text or "xox" in text or "xapp-" in text:
+            return True
+        if self._custom and self._custom_in(text):
             return True
         if self._coarse is not None and self._coarse.search(text) is not None:
             return True
@@ -507,9 +507,10 @@ class DlpSettings:
             shortest = self._host_entropy_length
             if not shortest or len(url) < shortest:
                 return None
-            authority = _AUTHORITY.match(url)
-            if authority is None or authority.end(1) - authority.start(1) < shortest:
-                return None
+            start = url.find("://") + 3
+            end = url.find("/", start)
+            if (end if end != -1 else len(url)) - start < shortest:
+                return None  # the whole authority is shorter than one long label
             found = self.scan_host(split_url(url)[0])
             return None if found is None else _finding(*found)
         return self.scan_url_parts(*split_url(url))
