@@ -502,7 +502,12 @@ class DlpSettings:
     def scan_url(self, url: str) -> Finding | None:
         """A URL as the agent wrote it (so host labels keep their case): host labels, then
         path segments, then query names and values; the fragment is never sent."""
-        if not self._entropy_beyond_hosts and not self._may_hold_url(url):
+        # The coarse look, then the precise one over the whole URL (every anchor and its
+        # base64 and hex signatures): most URLs that pass the first fail the second, and a
+        # URL that fails both holds no known format, canary or custom match anywhere.
+        if not self._entropy_beyond_hosts and (
+            not self._may_hold_url(url) or not self.may_hold(url)
+        ):
             # Only a long random host label is left to look for.
             shortest = self._host_entropy_length
             if not shortest or len(url) < shortest:
