@@ -324,3 +324,31 @@ async def test_untrusted_hosts_off(open_gateway, upstream) -> None:
     response = await client.post("/v1/fetch", json={"url": f"{other}?d={TOKEN}"})
     assert response.status == 200
     assert services.sightings.size() == 0  # nothing is even noted
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_research_query(search_gateways, upstream, tmp_path, mode, caplog) -> None:
+    (tmp_path / "canaries.txt").write_text(CANARY + "\n")
+    text = client_policy(upstream.port, "agent-policy") + dlp_section(
+        mode, str(tmp_path / "canaries.txt")
+    )
+    gateway = await search_gateways(policies={"agent": text})
+    status, body = await gateway.post(
+        "/v1/research", "agent", query=f"who owns {CANARY}", fetch_top_n=1
+    )
+    records = audit_records(gateway.services)
+    [record] = [r for r in records if r["event"]["action"] == "Research"]
+    assert record["policy"]["rule"] == "dlp.canary"
+    assert_dlp_block(record, "canary", "search_query")
+    if mode == "enforce":
+        assert status == 403 and body["error"]["reason"] == "sensitive_data"
+        assert gateway.requests_to("brave") == 0
+        assert not [r for r in records if r["event"]["action"] == "WebFetch"]
+    else:
+        assert status == 200
+        # The pages it then reads are search results: the web chose them, DLP does not look.
+        pages = [r for r in records if r["event"]["action"] == "WebFetch"]
+        assert pages and all("dlp" not in r for r in pages)
+        body = {}
+    with open(gateway.services.audit.path, "rb") as handle:
+        assert_nowhere(repr(body), handle.read(), caplog=caplog, upstream_saw=mode == "report")
