@@ -646,12 +646,42 @@ def _redact_pieces(settings: DlpSettings, text: str, *, entropy: bool) -> str:
 def _redact_whole(settings: DlpSettings, text: str) -> str:
     """Matches that may span delimiters (a JWT, a `Basic` pair, a URL with user info, a PEM
     header) replaced in the whole text first, before it is cut into pieces."""
+    if not settings.may_hold(text):
+        return text  # no anchor anywhere: the common case, one pass over literals
     for _ in range(32):  # each round removes one match; bounded
         hit = settings._match(text)
         if hit is None or not hit.match:
             break
         text = text.replace(hit.match, marker(hit.detector))
     return text
+
+
+def _label_position(finding: Finding | None) -> int | None:
+    if finding is None or not finding.location.startswith("host_label["):
+        return None
+    return int(finding.location[len("host_label[") : -1])
+
+
+def _blank_label(host: str, index: int, replacement: str) -> str:
+    labels = host.split(".")
+    if index < len(labels):
+        labels[index] = replacement
+    return ".".join(labels)
+
+
+def _blank_url_label(url: str, index: int, replacement: str) -> str:
+    """`url` with label `index` of its host replaced; the text as it was when it has none."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url  # an authority alone (a CONNECT's host:port)
+    end = min((at for at in (rest.find(d) for d in "/?#") if at != -1), default=len(rest))
+    authority, tail = rest[:end], rest[end:]
+    userinfo, at, hostport = authority.rpartition("@")
+    if hostport.startswith("["):
+        return url
+    host, colon, port = hostport.partition(":")
+    blanked = f"{userinfo}{at}{_blank_label(host, index, replacement)}{colon}{port}"
+    return f"{scheme}{sep}{blanked}{tail}"
 
 
 def marker(detector: str) -> str:
@@ -747,17 +777,25 @@ def mark_record(record: dict[str, Any], settings: DlpSettings, finding: Finding 
         return
     # What the untrusted-host check found is high entropy anywhere in the URL.
     everywhere = finding is not None and finding.detector == UNTRUSTED_HOST
+    # A finding in a host label: that label goes from every name in the record, also where
+    # the name was normalised (lower case, where a format or an encoding no longer shows).
+    label = _label_position(finding)
     url = record.get("url")
     if isinstance(url, dict):
         for key, value in url.items():
             if isinstance(value, str):
+                if label is not None and finding is not None:
+                    value = _blank_url_label(value, label, marker(finding.detector))
                 shown = settings.redact_url(value, entropy_everywhere=everywhere)
                 if everywhere:
                     shown = shown.replace(marker(ENTROPY), marker(UNTRUSTED_HOST))
                 url[key] = shown
     destination = record.get("destination")
     if isinstance(destination, dict) and isinstance(destination.get("domain"), str):
-        destination["domain"] = settings.redact_host(destination["domain"])
+        domain = destination["domain"]
+        if label is not None and finding is not None:
+            domain = _blank_label(domain, label, marker(finding.detector))
+        destination["domain"] = settings.redact_host(domain)
     search = record.get("search")
     if isinstance(search, dict):
         if isinstance(search.get("query"), str):

@@ -406,6 +406,8 @@ class WebFetchTool:
         decision: Decision,
     ) -> dict[str, Any]:
         deciding = getattr(error, "decision", None) or decision
+        if decision.dlp is not None and deciding.dlp is None:  # what DLP reported stays
+            deciding = replace(deciding, dlp=decision.dlp)
         return tool_record(
             action,
             ctx,

@@ -403,3 +403,25 @@ def test_untrusted_host_check() -> None:
     assert reported.allowed and not reported.enforced and reported.rule == "dlp.untrusted_host"
     off = replace(policy, dlp=DlpSettings(mode=DlpMode.REPORT))
     assert decide_untrusted_host(off, decision, target, url, only_from_content=True).dlp is None
+
+
+def test_a_host_label_finding_leaves_no_normalised_copy() -> None:
+    """The final URL and the destination name are normalised (lower case): a key id in a
+    host label would no longer look like one there, so the label itself goes."""
+    key = SAMPLES["aws_access_key"]
+    found = ENFORCE.scan_url(f"https://{key}.collector.example:8443/x")
+    assert found is not None and found.location == "host_label[0]"
+    record = {
+        "url": {
+            "original": f"https://{key}.collector.example:8443/x",
+            "full": f"https://{key.lower()}.collector.example:8443/x",
+        },
+        "destination": {"domain": f"{key.lower()}.collector.example"},
+    }
+    mark_record(record, ENFORCE, found)
+    shown = json.dumps(record).lower()
+    assert key.lower() not in shown
+    assert record["url"]["full"] == (
+        "https://[REDACTED:dlp.aws_access_key].collector.example:8443/x"
+    )
+    assert record["destination"]["domain"] == "[REDACTED:dlp.aws_access_key].collector.example"
