@@ -351,3 +351,31 @@ async def test_research_query(search_gateways, upstream, tmp_path, mode, caplog)
         body = {}
     with open(gateway.services.audit.path, "rb") as handle:
         assert_nowhere(repr(body), handle.read(), caplog=caplog, upstream_saw=mode == "report")
+
+
+async def test_proxy_notes_the_hosts_a_client_asks_for(tmp_path, make_config) -> None:
+    """With dlp.untrusted_hosts on, an allowed proxied request (plain HTTP or CONNECT) marks
+    its host as the client's own, so links to it met later are never "only from content"."""
+    env = await start_env(
+        tmp_path, make_config, policy_extra="dlp: {mode: report, untrusted_hosts: enforce}\n"
+    )
+    try:
+        sightings = env.services.sightings
+        await sightings.seen_in_content("anonymous", ["site.example.com"])
+        assert await sightings.only_from_content("anonymous", "site.example.com")
+        result = await curl("-x", env.proxy_url, env.url(f"/echo?d={TOKEN}"))
+        # Named by the policy's domains.allow: never flagged, and now the client's own.
+        assert result.status == 200
+        [record] = env.records("proxy_http")
+        assert "dlp" not in record
+        assert not await sightings.only_from_content("anonymous", "site.example.com")
+        await sightings.seen_in_content("anonymous", ["127.0.0.1"])
+        raw = await raw_exchange(
+            env.port,
+            f"CONNECT 127.0.0.1:{env.tls_port} HTTP/1.1\r\nHost: x\r\n\r\n".encode(),
+            read_timeout=1.0,
+        )
+        assert parse_head(raw)[0] == 200
+        assert not await sightings.only_from_content("anonymous", "127.0.0.1")
+    finally:
+        await env.close()
