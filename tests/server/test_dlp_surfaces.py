@@ -12,6 +12,8 @@ import pytest
 from gateway.config import ResolverConfig
 from gateway.runtime import Services
 from gateway.server.app import make_app
+from gateway.tools.responses import EXPLAIN_RESPONSE
+from tests.conformance import assert_conforms
 from tests.conftest import STATIC_HOSTS, loopback_policy
 from tests.server.conftest import audit_records
 from tests.server.proxy_env import curl, parse_head, raw_exchange, start_env
@@ -379,3 +381,21 @@ async def test_proxy_notes_the_hosts_a_client_asks_for(tmp_path, make_config) ->
         assert not await sightings.only_from_content("anonymous", "127.0.0.1")
     finally:
         await env.close()
+
+
+@pytest.mark.parametrize("fetch_gateway", ["report"], indirect=True)
+async def test_explain_names_the_finding(fetch_gateway, upstream) -> None:
+    _, client, _ = fetch_gateway
+    response = await client.post(
+        "/v1/policy/explain", json={"url": f"https://site.example.com/?k={STRIPE}"}
+    )
+    body = await response.json()
+    assert response.status == 200
+    assert_conforms(EXPLAIN_RESPONSE, body)
+    assert (body["decision"], body["reason"], body["rule"], body["enforced"]) == (
+        "deny",
+        "sensitive_data",
+        "dlp.stripe_key",
+        False,
+    )
+    assert body["dlp"]["detector"] == "stripe_key" and body["dlp"]["location"] == "query:k"
