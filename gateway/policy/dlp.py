@@ -434,7 +434,12 @@ class DlpSettings:
         """A secret inside a base64 or hex run: decoded and matched again (one level)."""
         if len(text) < 16:
             return None
+        # Without custom expressions, only a run holding an anchor's encoded signature can
+        # decode to a match: the others are not decoded at all.
+        signed = None if self._custom else self._trigger
         for run in _HEX_RUN.findall(text):
+            if signed is not None and signed.search(run) is None:
+                continue
             decoded = _printable(bytes.fromhex(run))
             if decoded is not None:
                 hit = self._match(decoded)
@@ -443,6 +448,8 @@ class DlpSettings:
         for run in _BASE64_RUN.findall(text):
             if run.islower() or run.isdigit():
                 continue  # words and numbers: base64 of text always mixes cases
+            if signed is not None and signed.search(run) is None:
+                continue
             for decoded in _base64_decodings(run):
                 hit = self._match(decoded)
                 if hit is not None:
