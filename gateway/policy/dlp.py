@@ -775,9 +775,9 @@ def compile_re2(pattern: str) -> Any:
 
 def mark_record(record: dict[str, Any], settings: DlpSettings, finding: Finding | None) -> None:
     """An audit record once DLP has looked: the finding as its `dlp` block, and every URL,
-    destination name and search query in it with what a detector matches replaced (also
-    when nothing was found at decision time: a redirect's final URL was never looked at,
-    yet may echo one)."""
+    destination name, error message and search query in it with what a detector matches
+    replaced (also when nothing was found at decision time: a redirect's final URL was
+    never looked at, yet may echo one)."""
     if finding is not None:
         record["dlp"] = finding.to_record()
     if settings.mode is DlpMode.OFF:
@@ -803,6 +803,10 @@ def mark_record(record: dict[str, Any], settings: DlpSettings, finding: Finding 
         if label is not None and finding is not None:
             domain = _blank_label(domain, label, marker(finding.detector))
         destination["domain"] = settings.redact_host(domain)
+    error = record.get("error")
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        # An error may quote what the agent sent (a URL that did not parse, say).
+        error["message"] = settings.redact_text(error["message"])
     search = record.get("search")
     if isinstance(search, dict):
         if isinstance(search.get("query"), str):

@@ -425,3 +425,10 @@ def test_a_host_label_finding_leaves_no_normalised_copy() -> None:
         "https://[REDACTED:dlp.aws_access_key].collector.example:8443/x"
     )
     assert record["destination"]["domain"] == "[REDACTED:dlp.aws_access_key].collector.example"
+
+
+def test_mark_record_redacts_error_messages() -> None:
+    record = {"error": {"code": "invalid_request", "message": f"invalid URL: {CANARY}%zz"}}
+    mark_record(record, ENFORCE, None)
+    assert CANARY not in record["error"]["message"]
+    assert "[REDACTED:dlp.canary]" in record["error"]["message"]
