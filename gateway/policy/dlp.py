@@ -19,8 +19,8 @@ A finding never holds the secret: it names the detector, where it was (`location
 label index, a path segment index, a query parameter or header name, `body`, a search
 query) and an HMAC fingerprint of the match under a key the gateway configuration can set
 (`set_fingerprint_key`; a random key per process start otherwise), so records of one
-secret can be correlated without revealing it. `redact_url` replaces what a detector
-matches by `[REDACTED:dlp.<detector>]` for the audit log.
+secret can be correlated without revealing it. What the audit log shows of a request once
+DLP has looked is `dlprecords.py`'s.
 """
 
 from __future__ import annotations
@@ -288,7 +288,7 @@ _PRINTABLE_BYTES = re.compile(rb"[\x20-\x7e\t\r\n]*\Z")
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A detector's match inside one piece of text: what `redact_url` and fingerprints use.
+    """A detector's match inside one piece of text: what redaction and fingerprints use.
     Internal: it holds the match, so it never leaves this module's callers in the policy
     package."""
 
@@ -364,11 +364,11 @@ class DlpSettings:
             text = text[:MAX_SCANNED_CHARS]
         hit = None
         if self.may_hold(text):
-            hit = self._match(text)
+            hit = self.match(text)
             if hit is None and "%" in text:
                 decoded = unquote(text, errors="replace")
                 if decoded != text:
-                    hit = self._match(decoded) or self._wrapped(decoded)
+                    hit = self.match(decoded) or self._wrapped(decoded)
             if hit is None:
                 hit = self._wrapped(text)
         if hit is None and entropy:
@@ -412,7 +412,8 @@ class DlpSettings:
     def _custom_in(self, text: str) -> bool:
         return any(pattern.search(text) is not None for _, pattern in self._custom)
 
-    def _match(self, text: str) -> Hit | None:
+    def match(self, text: str) -> Hit | None:
+        """The first known format, canary or custom pattern in `text` as written."""
         if self._formats is not None:
             for match in self._formats.finditer(text):
                 name = match.lastgroup
@@ -442,7 +443,7 @@ class DlpSettings:
                 continue
             decoded = _printable(bytes.fromhex(run))
             if decoded is not None:
-                hit = self._match(decoded)
+                hit = self.match(decoded)
                 if hit is not None:
                     return hit
         for run in _BASE64_RUN.findall(text):
@@ -451,7 +452,7 @@ class DlpSettings:
             if signed is not None and signed.search(run) is None:
                 continue
             for decoded in _base64_decodings(run):
-                hit = self._match(decoded)
+                hit = self.match(decoded)
                 if hit is not None:
                     return hit
         return None
@@ -471,7 +472,7 @@ class DlpSettings:
         entropy = self.entropy_in("host_labels")
         anchored = self.may_hold(host)
         if anchored:
-            hit = self._match(host)
+            hit = self.match(host)
             if hit is not None:
                 return hit, f"host_label[{_label_index(host, hit.match)}]"
         elif not entropy or len(host) < self._min_length:
@@ -575,40 +576,6 @@ class DlpSettings:
                 return _finding(hit, _named("query", name, index, self))
         return None
 
-    # --- redaction ------------------------------------------------------------------------
-
-    def redact_text(self, text: str) -> str:
-        """Every detector match in `text` (as written or inside a percent-encoded, base64 or
-        hex piece) replaced by `[REDACTED:dlp.<detector>]`."""
-        return _redact_pieces(self, _redact_whole(self, text), entropy=False)
-
-    def redact_host(self, host: str) -> str:
-        """A host name as the audit log may show it: each label a detector matches lost."""
-        entropy = self.entropy_in("host_labels")
-        return _redact_pieces(self, _redact_whole(self, host), entropy=entropy)
-
-    def redact_url(self, url: str, *, entropy_everywhere: bool = False) -> str:
-        """A URL as the audit log may show it once DLP has looked: each host label, path
-        segment, query name and value in which a detector matches loses the match (the whole
-        piece, when the match was inside an encoding)."""
-        text = _redact_whole(self, url)
-        head, sep, rest = text.partition("://")
-        if not sep or len(head) > 40:
-            # An authority alone (a CONNECT's host:port) is host labels; anything else, text.
-            alone = "/" not in text and "?" not in text
-            return _redact_pieces(self, text, entropy=alone and self.entropy_in("host_labels"))
-        end = min((rest.find(d) for d in "/?#" if d in rest), default=len(rest))
-        authority, tail = rest[:end], rest[end:]
-        in_path = self.entropy_in("path") or self.entropy_in("query") or entropy_everywhere
-        if entropy_everywhere and self.entropy is None:
-            in_path = False
-        return (
-            head
-            + sep
-            + _redact_pieces(self, authority, entropy=self.entropy_in("host_labels"))
-            + _redact_pieces(self, tail, entropy=in_path)
-        )
-
 
 def split_url(url: str) -> tuple[str, str, str]:
     """(host, path, query) of a URL's text, without parsing it again: the scheme, user info,
@@ -631,70 +598,6 @@ def split_url(url: str) -> tuple[str, str, str]:
     return host, path, query
 
 
-def _redact_pieces(settings: DlpSettings, text: str, *, entropy: bool) -> str:
-    if not text:
-        return text
-    pieces = re.split(r"([/?&;=#.:@\s])", text[: MAX_SCANNED_CHARS * 2])
-    out = []
-    for piece in pieces:
-        if len(piece) < 8:
-            out.append(piece)
-            continue
-        hit = settings.scan_text(piece, entropy=entropy)
-        if hit is None:
-            out.append(piece)
-        elif hit.match in piece:
-            out.append(piece.replace(hit.match, marker(hit.detector)))
-        else:
-            out.append(marker(hit.detector))
-    return "".join(out)
-
-
-def _redact_whole(settings: DlpSettings, text: str) -> str:
-    """Matches that may span delimiters (a JWT, a `Basic` pair, a URL with user info, a PEM
-    header) replaced in the whole text first, before it is cut into pieces."""
-    if not settings.may_hold(text):
-        return text  # no anchor anywhere: the common case, one pass over literals
-    for _ in range(32):  # each round removes one match; bounded
-        hit = settings._match(text)
-        if hit is None or not hit.match:
-            break
-        text = text.replace(hit.match, marker(hit.detector))
-    return text
-
-
-def _label_position(finding: Finding | None) -> int | None:
-    if finding is None or not finding.location.startswith("host_label["):
-        return None
-    return int(finding.location[len("host_label[") : -1])
-
-
-def _blank_label(host: str, index: int, replacement: str) -> str:
-    labels = host.split(".")
-    if index < len(labels):
-        labels[index] = replacement
-    return ".".join(labels)
-
-
-def _blank_url_label(url: str, index: int, replacement: str) -> str:
-    """`url` with label `index` of its host replaced; the text as it was when it has none."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url  # an authority alone (a CONNECT's host:port)
-    end = min((at for at in (rest.find(d) for d in "/?#") if at != -1), default=len(rest))
-    authority, tail = rest[:end], rest[end:]
-    userinfo, at, hostport = authority.rpartition("@")
-    if hostport.startswith("["):
-        return url
-    host, colon, port = hostport.partition(":")
-    blanked = f"{userinfo}{at}{_blank_label(host, index, replacement)}{colon}{port}"
-    return f"{scheme}{sep}{blanked}{tail}"
-
-
-def marker(detector: str) -> str:
-    return f"[REDACTED:dlp.{detector}]"
-
-
 def _finding(hit: Hit, location: str) -> Finding:
     return Finding(hit.detector, location, fingerprint(hit.detector, hit.match))
 
@@ -702,7 +605,7 @@ def _finding(hit: Hit, location: str) -> Finding:
 def _named(kind: str, name: str, index: int, settings: DlpSettings) -> str:
     """`query:<name>` / `header:<name>` when the name is short, plain and holds nothing a
     detector matches; else the position, so a location never carries agent-chosen data."""
-    plain = _NAME_SHAPE.match(name) and settings._match(name) is None
+    plain = _NAME_SHAPE.match(name) and settings.match(name) is None
     if plain and settings._high_entropy(name) is None:
         return f"{kind}:{name}"
     return f"{kind}[{index}]"
@@ -771,47 +674,3 @@ def compile_re2(pattern: str) -> Any:
     options.max_mem = 8 << 20
     options.log_errors = False
     return re2.compile(pattern, options)
-
-
-def mark_record(record: dict[str, Any], settings: DlpSettings, finding: Finding | None) -> None:
-    """An audit record once DLP has looked: the finding as its `dlp` block, and every URL,
-    destination name, error message and search query in it with what a detector matches
-    replaced (also when nothing was found at decision time: a redirect's final URL was
-    never looked at, yet may echo one)."""
-    if finding is not None:
-        record["dlp"] = finding.to_record()
-    if settings.mode is DlpMode.OFF:
-        return
-    # What the untrusted-host check found is high entropy anywhere in the URL.
-    everywhere = finding is not None and finding.detector == UNTRUSTED_HOST
-    # A finding in a host label: that label goes from every name in the record, also where
-    # the name was normalised (lower case, where a format or an encoding no longer shows).
-    label = _label_position(finding)
-    url = record.get("url")
-    if isinstance(url, dict):
-        for key, value in url.items():
-            if isinstance(value, str):
-                if label is not None and finding is not None:
-                    value = _blank_url_label(value, label, marker(finding.detector))
-                shown = settings.redact_url(value, entropy_everywhere=everywhere)
-                if everywhere:
-                    shown = shown.replace(marker(ENTROPY), marker(UNTRUSTED_HOST))
-                url[key] = shown
-    destination = record.get("destination")
-    if isinstance(destination, dict) and isinstance(destination.get("domain"), str):
-        domain = destination["domain"]
-        if label is not None and finding is not None:
-            domain = _blank_label(domain, label, marker(finding.detector))
-        destination["domain"] = settings.redact_host(domain)
-    error = record.get("error")
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        # An error may quote what the agent sent (a URL that did not parse, say).
-        error["message"] = settings.redact_text(error["message"])
-    search = record.get("search")
-    if isinstance(search, dict):
-        if isinstance(search.get("query"), str):
-            search["query"] = settings.redact_text(search["query"])
-        if isinstance(search.get("queries"), list):
-            search["queries"] = [
-                settings.redact_text(q) if isinstance(q, str) else q for q in search["queries"]
-            ]

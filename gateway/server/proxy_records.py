@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 from gateway.errors import GatewayError
-from gateway.policy.dlp import mark_record
+from gateway.policy.dlprecords import mark_record
 from gateway.policy.engine import Decision
 from gateway.policy.model import Policy
 
