@@ -5,6 +5,7 @@ shape, and that the secret is in no log line, no record and no error."""
 from __future__ import annotations
 
 import base64
+import json
 import logging
 
 import pytest
@@ -399,3 +400,36 @@ async def test_explain_names_the_finding(fetch_gateway, upstream) -> None:
         False,
     )
     assert body["dlp"]["detector"] == "stripe_key" and body["dlp"]["location"] == "query:k"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_proxy_untrusted_host(tmp_path, make_config, mode) -> None:
+    """A proxied request with a random token to a host the client met only inside web
+    content is dlp.untrusted_host; once the client asked for it itself, it is not."""
+    env = await start_env(
+        tmp_path,
+        make_config,
+        policy=lambda plain, tls: (
+            f"name: open\ndefault: allow\nports: [80, 443, {plain}, {tls}]\n"
+            "networks: {allow: ['127.0.0.0/8']}\n"
+            f"dlp: {{mode: report, untrusted_hosts: {mode}}}\n"
+        ),
+    )
+    try:
+        await env.services.sightings.seen_in_content("anonymous", ["site.example.com"])
+        result = await curl("-x", env.proxy_url, env.url(f"/echo?d={TOKEN}"))
+        [record] = env.records("proxy_http")
+        assert record["policy"]["rule"] == "dlp.untrusted_host"
+        assert_dlp_block(record, "untrusted_host", "query:d")
+        assert TOKEN not in json.dumps(record)
+        if mode == "enforce":
+            assert result.status == 403
+            assert result.headers["x-gateway-rule"] == "dlp.untrusted_host"
+            assert TOKEN.encode() not in result.body
+        else:
+            assert result.status == 200
+        assert (await curl("-x", env.proxy_url, env.url("/page"))).status == 200
+        result = await curl("-x", env.proxy_url, env.url(f"/echo?d={TOKEN}"))
+        assert result.status == 200 and "dlp" not in env.records("proxy_http")[-1]
+    finally:
+        await env.close()
