@@ -146,6 +146,8 @@ class GatewayConfig:
     audit: AuditConfig = AuditConfig()
     signing_key: str | None = None
     retired_keys: tuple[str, ...] = ()
+    # The HMAC key of DLP fingerprints in audit records (a file); None: random per start.
+    dlp_fingerprint_key: str | None = None
     clients: tuple[ClientConfig, ...] = ()
     state: StateConfig = StateConfig()
     fetch: FetchConfig = FetchConfig()

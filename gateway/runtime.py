@@ -27,6 +27,7 @@ from gateway.fetch.provider import FetcherProviderTransport, ProviderEndpoint
 from gateway.fetch.resolver import hosts_table
 from gateway.limits import InMemoryLimiter, Limiter
 from gateway.metrics import Metrics, ObservedAuditLog
+from gateway.policy import dlp
 from gateway.policy.load import PolicyValidationError, load_default_policy, load_policy_file
 from gateway.policy.model import Policy
 from gateway.provenance.dsse import DSSEError, Signer, keyid_of, load_public_key
@@ -39,6 +40,7 @@ from gateway.tools.registry import ToolRegistry, ToolSpec
 from gateway.tools.research import ResearchTool
 from gateway.tools.research import tool_spec as research_spec
 from gateway.tools.schema import FETCH_REQUEST
+from gateway.tools.sightings import HostSightings, InMemoryHostSightings
 from gateway.tools.webfetch import DESCRIPTION as FETCH_DESCRIPTION
 from gateway.tools.webfetch import FetchCache, WebFetchTool, render_text
 from gateway.tools.websearch import WebSearchTool
@@ -134,6 +136,24 @@ class ReloadStatus:
     problems: tuple[str, ...] = ()
 
 
+MIN_FINGERPRINT_KEY = 16
+
+
+def read_fingerprint_key(path: str | None) -> bytes | None:
+    """The bytes of `dlp_fingerprint_key` (surrounding white space dropped), at least 16 of
+    them; None without the key, and DLP fingerprints then use a random key per start."""
+    if path is None:
+        return None
+    with open(path, "rb") as handle:
+        key = handle.read(4096).strip()
+    if len(key) < MIN_FINGERPRINT_KEY:
+        raise OSError(
+            f"dlp_fingerprint_key {path!r} holds {len(key)} bytes; it needs at least "
+            f"{MIN_FINGERPRINT_KEY} (e.g. head -c 32 /dev/urandom > FILE)"
+        )
+    return key
+
+
 class Services:
     """Every long-lived service of one gateway process."""
 
@@ -147,6 +167,7 @@ class Services:
         self.draining = False
         self.signer = Signer.from_pem_file(config.signing_key) if config.signing_key else None
         self.retired_keys = tuple(load_public_key(path) for path in config.retired_keys)
+        dlp.set_fingerprint_key(read_fingerprint_key(config.dlp_fingerprint_key))
         # keyid -> when a rotation at reload retired it (its /v1/keys not_after).
         self.retired_at: dict[str, str] = {}
         self.metrics = Metrics(
@@ -176,6 +197,10 @@ class Services:
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="extract")
         # state.redis: limits, search cache, provider health and ids shared across replicas.
         self.shared = connect_shared_state(config, self.instance_id, self.metrics)
+        # Where each client met each host, for dlp.untrusted_hosts (bounded, per client).
+        self.sightings: HostSightings = (
+            self.shared.sightings if self.shared else InMemoryHostSightings()
+        )
         self.ids: IdStore = (
             self.shared.ids
             if self.shared
@@ -188,6 +213,7 @@ class Services:
             signer=self.signer,
             ids=self.ids,
             cache=FetchCache(config.fetch.cache_ttl),
+            sightings=self.sightings,
         )
         # With the audit log: a call refused before its tool recorded anything still gets
         # its one record.
@@ -222,7 +248,11 @@ class Services:
             cache=self.shared.search_cache if self.shared else None,
         )
         self.websearch = WebSearchTool(
-            engine=self.search, audit=self.audit, ids=self.ids, signer=self.signer
+            engine=self.search,
+            audit=self.audit,
+            ids=self.ids,
+            signer=self.signer,
+            sightings=self.sightings,
         )
         self.tools.add(websearch_spec(self.websearch))
         self.tools.add(

@@ -8,6 +8,7 @@ a user would run it, from the repository root.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -138,6 +139,23 @@ def needs_nginx_and_trafilatura() -> str | None:
     return needs_nginx()
 
 
+def check_dlp(output: str) -> None:
+    assert re.search(r"real URLs: [0-9]+ distinct links", output), output
+    assert re.search(rf"default detectors: [0-9]+ of [0-9]+ flagged = {NUMBER}%", output), output
+    assert re.search(rf"entropy detector on paths and queries .* = {NUMBER}%", output), output
+    assert re.search(r"planted secrets: ([0-9]+) of \1 caught \(met\)", output), output
+    assert re.search(rf"shipped \(report\): adds -?{NUMBER} µs = -?{NUMBER}x", output), output
+    assert len(re.findall(r"URL of [0-9]+ chars \(shipped\): DLP adds", output)) == 3, output
+
+
+def needs_extbench() -> str | None:
+    """The DLP bench reads the extraction sets' pages (../shared/extbench from the root)."""
+    root = Path(os.environ.get("EXTBENCH", REPO.parent / "shared" / "extbench"))
+    if not (root / "scrapinghub").is_dir() or not (root / "wcxb-dev").is_dir():
+        return f"no extraction benchmark data under {root}"
+    return None
+
+
 CASES = [
     pytest.param(
         "fetch.py",
@@ -191,6 +209,9 @@ CASES = [
         check_review,
         None,
         id="review",
+    ),
+    pytest.param(
+        "dlp.py", ["--rounds", "1", "--max-pages", "10"], check_dlp, needs_extbench, id="dlp"
     ),
     pytest.param(
         "replicas.py",

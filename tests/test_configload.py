@@ -113,6 +113,7 @@ DOCUMENTED_DEFAULTS: list[tuple[str, Any]] = [
     ("audit.checkpoints_path", None),
     ("signing_key", None),
     ("retired_keys", ()),
+    ("dlp_fingerprint_key", None),
     ("clients", ()),
     ("state.redis", None),
     ("state.on_failure", "closed"),

@@ -52,3 +52,25 @@ async def test_a_dropped_policys_pool_closes_after_the_grace(
         assert result.status == 200  # the policy in force fetches on, in its own pool
     finally:
         await services.close()
+
+
+def test_dlp_fingerprint_key_file(tmp_path, make_config) -> None:
+    """The configured key keys DLP fingerprints (the same secret, the same print across
+    starts); a short key refuses to start; none draws a random key per start."""
+    from gateway.policy import dlp
+    from gateway.runtime import read_fingerprint_key
+
+    key_file = tmp_path / "dlp.key"
+    key_file.write_bytes(b"0123456789abcdef0123456789abcdef\n")
+    assert read_fingerprint_key(str(key_file)) == b"0123456789abcdef0123456789abcdef"
+    assert read_fingerprint_key(None) is None
+    first = Services(make_config(None, dlp_fingerprint_key=str(key_file)))
+    print_one = dlp.fingerprint("canary", "tripwire-4c1f7a2b9e")
+    second = Services(make_config(None, dlp_fingerprint_key=str(key_file)))
+    assert dlp.fingerprint("canary", "tripwire-4c1f7a2b9e") == print_one
+    Services(make_config(None))
+    assert dlp.fingerprint("canary", "tripwire-4c1f7a2b9e") != print_one
+    key_file.write_bytes(b"short")
+    with pytest.raises(OSError, match="needs at least 16"):
+        read_fingerprint_key(str(key_file))
+    del first, second

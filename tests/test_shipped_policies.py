@@ -29,6 +29,7 @@ REASONS = {
     "domain_not_allowed", "ip_literal_not_allowed", "metadata_address", "own_address",
     "network_denied", "private_address", "redirect_limit", "redirect_downgrade",
     "method_not_allowed", "content_type_not_allowed", "not_tls", "sni_mismatch",
+    "sensitive_data",
 }  # fmt: skip
 
 
@@ -113,6 +114,16 @@ def test_schema_defaults_are_the_loaders() -> None:
         assert default("tools", tool, "enabled") == policy.tool(tool).enabled
     for tool in ("WebSearch", "XSearch"):
         assert default("tools", tool, "results") == policy.tool(tool).results
+    dlp = policy.dlp
+    assert default("dlp", "mode") == dlp.mode
+    assert default("dlp", "untrusted_hosts") == dlp.untrusted_hosts
+    assert default("dlp", "body_prefix_bytes") == dlp.body_prefix_bytes
+    assert dlp.entropy is not None
+    assert default("dlp", "entropy", "min_length") == dlp.entropy.min_length
+    assert default("dlp", "entropy", "min_bits_per_char") == dlp.entropy.min_bits_per_char
+    assert tuple(default("dlp", "entropy", "where")) == dlp.entropy.where
+    detectors = SCHEMA["properties"]["dlp"]["properties"]["detectors"]["properties"]
+    assert set(detectors) == {*dlp.detectors, "entropy"}
 
 
 GOOD = {
@@ -124,6 +135,9 @@ GOOD = {
     "fractional timeout": "timeouts: {connect: 2.5, read: 10, total: 60}\n",
     "report mode": "mode: report\ndefault: allow\n",
     "results mark": "tools: {WebSearch: {results: mark}, XSearch: {enabled: true}}\n",
+    "dlp": "dlp: {mode: enforce, detectors: {jwt: false}, entropy: {where: [path]},"
+    " patterns: [{name: emp, regex: 'EMP-[0-9]+'}], untrusted_hosts: report}\n",
+    "dlp off quoted": "dlp: {mode: 'off'}\n",
 }
 
 
@@ -164,6 +178,11 @@ BROKEN = {
     "cidr garbage": "networks: {deny: [not-a-network]}\n",
     "content type with parameter": "limits: {content_types: ['text/html; charset=utf-8']}\n",
     "top level list": "- version: 1\n",
+    "dlp unknown detector": "dlp: {detectors: {aws: false}}\n",
+    "dlp unknown key": "dlp: {mode: report, redact: true}\n",
+    "dlp mode unknown": "dlp: {mode: block}\n",
+    "dlp pattern without regex": "dlp: {patterns: [{name: emp}]}\n",
+    "dlp entropy where": "dlp: {entropy: {where: [fragment]}}\n",
 }
 
 

@@ -248,6 +248,8 @@ def _explain_record(url: str, verdict: Verdict, *, resolved: bool) -> dict[str, 
         "detail": verdict.decision.detail,
         "note": verdict.note,
     }
+    if verdict.decision.dlp is not None:
+        record["dlp"] = verdict.decision.dlp.to_record()
     if resolved:
         record["addresses"] = [str(ip) for ip in verdict.addresses]
         record["lookup_error"] = verdict.lookup_error

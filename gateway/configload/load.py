@@ -156,6 +156,7 @@ def _build(top: Section, *, source: str, base_dir: str) -> GatewayConfig:
         audit=AuditConfig(**audit),
         signing_key=top["signing_key"],
         retired_keys=tuple(top["retired_keys"]),
+        dlp_fingerprint_key=top["dlp_fingerprint_key"],
         clients=tuple(top["clients"]),
         state=_values(top["state"], StateConfig),
         fetch=_values(top["fetch"], FetchConfig),

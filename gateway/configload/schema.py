@@ -82,6 +82,7 @@ TOP_FIELDS: dict[str, Field] = {
     ),
     "signing_key": path_field(),
     "retired_keys": path_list_field(),
+    "dlp_fingerprint_key": path_field(),
     "clients": Field(read_clients, ()),
     "state": section_field(
         {

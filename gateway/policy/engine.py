@@ -7,6 +7,9 @@ The order (docs/policy-reference.md, Decisions), first match wins:
    the scheme                                      scheme_not_allowed     `schemes`
    the port                                        port_not_allowed       `ports`
    for proxied plain HTTP, the method              method_not_allowed     `methods`
+2b. outbound data (dlp.py): the URL as sent,       sensitive_data         `dlp.<detector>`
+   a search query, a proxied request's headers
+   and body prefix; never a redirect target or a search result's URL
 3. a name: `domains.deny`                          domain_denied          `domains.deny[i]`
            then `domains.allow`                                           `domains.allow[i]`
            then `default`                          domain_not_allowed     `default`
@@ -27,6 +30,8 @@ The order (docs/policy-reference.md, Decisions), first match wins:
 Report mode relaxes steps 2 (scheme, port, method) and 3, and the content type: the decision
 is `allowed` with `enforced: False` and keeps the reason and rule that would have denied.
 `invalid_url`, tool enablement, every address check and the redirect rules always hold.
+A DLP finding is enforced only when both `mode` and `dlp.mode` say enforce; otherwise the
+decision goes on to step 3 and carries the finding (`Decision.dlp`) for the audit record.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -45,6 +50,7 @@ from gateway.policy.addresses import (
     embedded_ipv4,
     mapped_ipv4_network,
 )
+from gateway.policy.dlp import UNTRUSTED_HOST, DlpMode, Finding, split_url
 from gateway.policy.model import Action, IPNetwork, Mode, Policy
 from gateway.policy.urls import InvalidURLError, Target, UnsupportedSchemeError, parse_url
 
@@ -67,6 +73,7 @@ class Reason(StrEnum):
     CONTENT_TYPE_NOT_ALLOWED = "content_type_not_allowed"
     NOT_TLS = "not_tls"
     SNI_MISMATCH = "sni_mismatch"
+    SENSITIVE_DATA = "sensitive_data"
 
 
 # Reasons that report mode lets through (recorded with enforced: False).
@@ -100,6 +107,7 @@ _DESCRIPTIONS = {
     Reason.CONTENT_TYPE_NOT_ALLOWED: "content type not allowed",
     Reason.NOT_TLS: "the tunnel did not start with TLS",
     Reason.SNI_MISMATCH: "the TLS server name differs from the CONNECT host",
+    Reason.SENSITIVE_DATA: "sensitive data in the request",
 }
 
 
@@ -116,6 +124,7 @@ class Decision:
     enforced: bool = True
     message: str | None = None  # the deciding rule's own message, shown to the agent
     detail: str | None = None  # e.g. which address and range
+    dlp: Finding | None = None  # what outbound data-loss prevention found (never the data)
 
     @property
     def verdict(self) -> str:
@@ -183,9 +192,16 @@ def _deny(
 
 
 def decide_url(
-    policy: Policy, url: str, *, tool: str | None = "WebFetch", method: str | None = None
+    policy: Policy,
+    url: str,
+    *,
+    tool: str | None = "WebFetch",
+    method: str | None = None,
+    outbound: bool = True,
 ) -> tuple[Decision, Target | None]:
-    """Steps 1-3: everything that can be decided without DNS. `tool=None` for the proxy."""
+    """Steps 1-3: everything that can be decided without DNS. `tool=None` for the proxy.
+    `outbound=False` for a URL the web chose (a redirect target, a search result), which
+    DLP does not look at: the agent did not write it."""
     try:
         target = parse_url(url)
     except UnsupportedSchemeError as exc:
@@ -194,13 +210,20 @@ def decide_url(
         return _deny(policy, Reason.SCHEME_NOT_ALLOWED, "schemes", detail=str(exc)), None
     except InvalidURLError as exc:
         return _deny(policy, Reason.INVALID_URL, "url", detail=str(exc)), None
-    return decide_target(policy, target, tool=tool, method=method), target
+    sent = url if outbound else None
+    return decide_target(policy, target, tool=tool, method=method, sent=sent), target
 
 
 def decide_target(
-    policy: Policy, target: Target, *, tool: str | None = "WebFetch", method: str | None = None
+    policy: Policy,
+    target: Target,
+    *,
+    tool: str | None = "WebFetch",
+    method: str | None = None,
+    sent: str | None = None,
 ) -> Decision:
-    """Steps 2-3 for an already parsed target (redirect hops, CONNECT)."""
+    """Steps 2-3 for an already parsed target (redirect hops, CONNECT); `sent` is the URL as
+    the agent wrote it (for a CONNECT, `https://host:port`), which step 2b looks at."""
     if tool is not None and not policy.tool(tool).enabled:
         return _tool_disabled(policy, tool)
     if target.scheme not in policy.schemes:
@@ -209,9 +232,75 @@ def decide_target(
         return _deny(policy, Reason.PORT_NOT_ALLOWED, "ports", detail=str(target.port))
     if method is not None and method.upper() not in policy.methods:
         return _deny(policy, Reason.METHOD_NOT_ALLOWED, "methods", detail=method)
+    if sent is not None and policy.dlp.mode is not DlpMode.OFF:
+        finding = policy.dlp.scan_url(sent)
+        if finding is not None:
+            return with_finding(policy, _decide_destination(policy, target), finding)
+    return _decide_destination(policy, target)
+
+
+def _decide_destination(policy: Policy, target: Target) -> Decision:
     if target.ip is not None:
         return _decide_ip_literal(policy, target.ip, target.port, target.host)
     return decide_host(policy, target.host)
+
+
+def with_finding(
+    policy: Policy, decision: Decision, finding: Finding, *, mode: DlpMode | None = None
+) -> Decision:
+    """Step 2b's outcome for data `finding` names, given the decision without it: refused
+    when DLP enforces (`mode`, by default `dlp.mode`); otherwise that decision, carrying the
+    finding (and, if it allowed, reporting the would-be denial as report mode does)."""
+    mode = policy.dlp.mode if mode is None else mode
+    enforced = policy.mode is Mode.ENFORCE and mode is DlpMode.ENFORCE
+    if decision.dlp is not None:
+        return decision  # the first finding decides
+    if not enforced and decision.reason is not None:
+        return replace(decision, dlp=finding)  # a denial (or a reported one) stands
+    return Decision(
+        not enforced,
+        Reason.SENSITIVE_DATA,
+        finding.rule,
+        policy.name,
+        policy.sha256,
+        enforced,
+        None,
+        f"found in {finding.location}",
+        finding,
+    )
+
+
+def decide_untrusted_host(
+    policy: Policy, decision: Decision, target: Target, sent: str, *, only_from_content: bool
+) -> Decision:
+    """The provenance-aware part of step 2b (`dlp.untrusted_hosts`): a request to a host the
+    client has only ever seen inside web content the gateway handed it (`only_from_content`,
+    from the caller's sightings), which no domain rule names, and which carries high-entropy
+    or secret-shaped data anywhere in its URL, is `sensitive_data` by `dlp.untrusted_host`."""
+    mode = policy.dlp.untrusted_hosts
+    if mode is DlpMode.OFF or not only_from_content or decision.dlp is not None:
+        return decision
+    if not decision.allowed and decision.enforced:
+        return decision  # refused already
+    if target.ip is None and (
+        policy.allow_index.match(target.host) is not None
+        or policy.deny_index.match(target.host) is not None
+    ):
+        return decision  # the policy names it: the operator knows this host
+    shaped = policy.dlp.secret_shaped(*split_url(sent))
+    if shaped is None:
+        return decision
+    finding = Finding(UNTRUSTED_HOST, shaped.location, shaped.fingerprint)
+    return with_finding(policy, decision, finding, mode=mode)
+
+
+def decide_query(policy: Policy, tool: str, queries: Sequence[str]) -> Decision:
+    """A search call: the tool is enabled (step 2), then DLP on its queries (step 2b)."""
+    decision = decide_tool(policy, tool)
+    if not decision.allowed or policy.dlp.mode is DlpMode.OFF:
+        return decision
+    finding = policy.dlp.scan_queries(queries)
+    return decision if finding is None else with_finding(policy, decision, finding)
 
 
 def decide_host(policy: Policy, host: str) -> Decision:

@@ -19,6 +19,7 @@ from typing import Any
 
 from yaml.nodes import Node
 
+from gateway.policy.dlpload import compile_dlp, dlp_field
 from gateway.policy.model import (
     DEFAULT_CONTENT_TYPES,
     Action,
@@ -265,6 +266,7 @@ _POLICY_FIELDS: dict[str, Field] = {
         }
     ),
     "tools": Field(_read_tools, None, read_absent=True),
+    "dlp": dlp_field(),
 }
 
 
@@ -294,7 +296,8 @@ def _compile(
             f"limits.default_max_chars ({limits['default_max_chars']}) is more than "
             f"limits.max_chars ({limits['max_chars']})",
         )
-    if w.has_errors:
+    dlp = compile_dlp(w, top["dlp"], source=source)
+    if w.has_errors or dlp is None:
         return None
     tools = top["tools"]
     settings = {
@@ -328,4 +331,5 @@ def _compile(
             tuple(limits["content_types"]),
         ),
         tools=MappingProxyType(settings),
+        dlp=dlp,
     )

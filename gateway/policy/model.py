@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
+from gateway.policy.dlp import DlpSettings
 from gateway.policy.hosts import HostIndex, HostPattern
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -111,6 +112,7 @@ class Policy:
     timeouts: Timeouts = Timeouts()
     limits: Limits = Limits()
     tools: Mapping[str, ToolSettings] = field(default_factory=default_tools)
+    dlp: DlpSettings = DlpSettings()  # outbound data-loss prevention; off unless set
     # Indexes built from the rules above; lookups cost one probe per label.
     allow_index: HostIndex = field(init=False, repr=False, compare=False)
     deny_index: HostIndex = field(init=False, repr=False, compare=False)

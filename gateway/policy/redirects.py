@@ -67,7 +67,7 @@ def plan_redirect(
     if invalid is not None:
         decision = _deny(policy, Reason.INVALID_URL, "url", detail=str(invalid))
         return RedirectPlan(decision, raw, None, next_method)
-    decision, target = decide_url(policy, absolute, tool=tool)
+    decision, target = decide_url(policy, absolute, tool=tool, outbound=False)
     if (
         target is not None
         and current.scheme == "https"

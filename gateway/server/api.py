@@ -83,6 +83,8 @@ async def explain(request: web.Request) -> web.Response:
         out["lookup_error"] = lookup_error
     if addresses is not None:  # resolving was asked and the name was allowed
         out["addresses"] = addresses
+    if decision.dlp is not None:
+        out["dlp"] = decision.dlp.to_record()
     return json_response(out)
 
 

@@ -25,7 +25,15 @@ from gateway.fetch.client import ACCEPT
 from gateway.fetch.tunnel import open_tunnel
 from gateway.fetch.upstream import has_body, request_head
 from gateway.limits import Lease
-from gateway.policy.engine import Decision, Reason, decide_target, decide_url
+from gateway.policy.dlp import UNTRUSTED_HOST, DlpMode
+from gateway.policy.engine import (
+    Decision,
+    Reason,
+    decide_target,
+    decide_untrusted_host,
+    decide_url,
+    with_finding,
+)
 from gateway.policy.hints import refusal_text
 from gateway.policy.model import Policy
 from gateway.policy.urls import InvalidURLError, Target, parse_url
@@ -143,7 +151,7 @@ class Exchange:
         return "proxy_connect" if self.head.method == "CONNECT" else "proxy_http"
 
     def record(self, **fields: Any) -> dict[str, Any]:
-        return proxy_record(
+        record = proxy_record(
             self.action,
             event_id=self.event_id,
             duration_ms=int((time.monotonic() - self.started) * 1000),
@@ -155,6 +163,30 @@ class Exchange:
             request_id=self.event_id,
             **fields,
         )
+        allowed = self.allowed[0] if self.allowed is not None else None
+        if "dlp" not in record and allowed is not None and allowed.dlp is not None:
+            # What DLP reported stays on the record of a request that then failed.
+            record["dlp"] = allowed.dlp.to_record()
+        return record
+
+    async def provenance(
+        self, policy: Policy, decision: Decision, target: Target, sent: str | None
+    ) -> Decision:
+        """dlp.untrusted_hosts: a request carrying secret-shaped data (`sent`, a plain-HTTP
+        request's URL) to a host this client has only seen inside web content is flagged;
+        any other allowed request marks its host as one the client asked for itself."""
+        if policy.dlp.untrusted_hosts is DlpMode.OFF:
+            return decision
+        sightings = self.proxy.services.sightings
+        client = self.client_id or "anonymous"
+        if sent is not None:
+            seen = await sightings.only_from_content(client, target.host)
+            decision = decide_untrusted_host(
+                policy, decision, target, sent, only_from_content=seen
+            )
+        if decision.dlp is None or decision.dlp.detector != UNTRUSTED_HOST:
+            await sightings.requested(client, target.host)
+        return decision
 
     def audit(self, record: dict[str, Any]) -> None:
         """Write this request's record (raises AuditWriteError), noting that it has one."""
@@ -295,6 +327,12 @@ class Exchange:
                 message = "the request target is not an absolute http:// URL"
             return self.fail(400, "bad_request", message, True)
         decision, target = decide_url(policy, head.target, tool=None, method=head.method)
+        if target is not None and decision.allowed and policy.dlp.active:
+            # Step 2b for the rest of what is sent: the end-to-end headers.
+            finding = policy.dlp.scan_headers(head.forwarded_headers())
+            if finding is not None:
+                decision = with_finding(policy, decision, finding)
+            decision = await self.provenance(policy, decision, target, head.target)
         if target is None or not decision.allowed:
             return self.deny(decision, target)
         self.allowed = (decision, target)
@@ -332,6 +370,14 @@ class Exchange:
                 return self.fail(400, "bad_request", str(exc), False)
             except RequestTooLargeError as exc:
                 return self.fail(413, "request_too_large", exc.message, False)
+            if body and policy.dlp.active and policy.dlp.body_prefix_bytes:
+                # Nothing has gone upstream yet: the prefix is judged before a byte leaves.
+                finding = policy.dlp.scan_body(body[: policy.dlp.body_prefix_bytes])
+                if finding is not None:
+                    decision = with_finding(policy, decision, finding)
+                    self.allowed = (decision, target)
+                    if not decision.allowed:
+                        return self.deny(decision, target)
         request = request_head(
             head.method,
             target,
@@ -437,7 +483,11 @@ class Exchange:
                 detail=f"{target.port} (tunnels go to {', '.join(map(str, config.connect_ports))})",
             )
         else:
-            decision = decide_target(policy, target, tool=None)
+            decision = decide_target(
+                policy, target, tool=None, sent=f"https://{self.head.target}"
+            )
+        if decision.allowed and policy.dlp.active:
+            decision = await self.provenance(policy, decision, target, None)
         if not decision.allowed:
             self.deny(decision, target)
             return False

@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 from gateway.errors import GatewayError
+from gateway.policy.dlprecords import mark_record
 from gateway.policy.engine import Decision
 from gateway.policy.model import Policy
 
@@ -86,6 +87,8 @@ def proxy_record(
         record["error"] = {"code": error.code, "message": error.message[:500]}
         if error.reason:
             record["error"]["reason"] = error.reason
+    if policy is not None:
+        mark_record(record, policy.dlp, decision.dlp if decision is not None else None)
     return record
 
 
@@ -106,7 +109,7 @@ def tunnel_close_record(
     in `event.duration_ms`, bytes from the client in `source.bytes` and from upstream in
     `destination.bytes`."""
     denied = tls_decision is not None and not tls_decision.allowed
-    return {
+    record = {
         "event": {
             "id": event_id,
             "action": "tunnel_close",
@@ -124,6 +127,8 @@ def tunnel_close_record(
         # A proxy request's trace id is its event id (the X-Gateway-Request-Id it answered).
         "trace": {"id": event_id},
     }
+    mark_record(record, policy.dlp, None)
+    return record
 
 
 def auth_failure_record(

@@ -10,6 +10,7 @@ from gateway.metrics import Metrics
 from gateway.search.chain import SearchOutcome
 from gateway.state.connection import SharedState
 from gateway.state.limiter import RedisLimiter
+from gateway.state.sightings import RedisHostSightings
 from gateway.state.stores import RedisHealthStore, RedisIdStore, RedisSearchCache
 
 
@@ -20,6 +21,7 @@ class SharedStores:
     ids: RedisIdStore
     health: RedisHealthStore
     search_cache: RedisSearchCache[SearchOutcome]
+    sightings: RedisHostSightings
 
     async def start(self) -> None:
         await self.state.start()
@@ -52,4 +54,5 @@ def connect_shared_state(
             encode=SearchOutcome.to_dict,
             decode=SearchOutcome.from_dict,
         ),
+        sightings=RedisHostSightings(state),
     )

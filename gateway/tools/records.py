@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from gateway.errors import GatewayError, PolicyDeniedError, ToolDisabledError
+from gateway.policy.dlprecords import mark_record
 from gateway.policy.engine import Decision
 from gateway.policy.model import Policy
 from gateway.tools.context import CallContext
@@ -63,6 +64,7 @@ def tool_record(
         # AuditWriteError in place of this error), so the error is on record from here.
         error.recorded = True
     record.update({k: v for k, v in fields.items() if v is not None})
+    mark_record(record, ctx.policy.dlp, decision.dlp if decision is not None else None)
     return record
 
 

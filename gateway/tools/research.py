@@ -182,7 +182,9 @@ class ResearchTool:
         extract_mode = "markdown" if mode == "summary" else "page"
         budget = ctx.policy.timeouts.total + EXTRACT_DEADLINE + _PAGE_SLACK
         try:
-            page, _ = await asyncio.wait_for(self._webfetch.page(ctx, url, extract_mode), budget)
+            # A search result's URL: the web chose it, so DLP does not look at it.
+            fetching = self._webfetch.page(ctx, url, extract_mode, outbound=False)
+            page, _ = await asyncio.wait_for(fetching, budget)
         except AuditWriteError:
             raise
         except asyncio.CancelledError as cancel:
@@ -206,7 +208,7 @@ class ResearchTool:
 
     def _record_page(self, ctx: CallContext, url: str, error: GatewayError) -> None:
         """The WebFetch record of a page that ended outside the WebFetch path's own records."""
-        decision, _ = decide_url(ctx.policy, url, tool="WebFetch")
+        decision, _ = decide_url(ctx.policy, url, tool="WebFetch", outbound=False)
         self._audit.append(
             tool_record("WebFetch", ctx, decision=decision, error=error, url={"original": url})
         )

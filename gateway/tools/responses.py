@@ -386,6 +386,13 @@ EXPLAIN_RESPONSE = _object(
         "decision is then deny with reason upstream_unreachable and rule resolve, as a fetch "
         "would be refused.",
     },
+    dlp={
+        **_object(
+            ["detector", "location", "fingerprint"], detector=_STR, location=_STR, fingerprint=_STR
+        ),
+        "description": "Only when outbound data-loss prevention found something in the URL: "
+        "which detector, where (never the data itself), and the keyed fingerprint.",
+    },
 )
 
 _PROVIDER_STATUS = _object(

@@ -20,7 +20,8 @@ from gateway.errors import GatewayError, InvalidRequestError, UpstreamError
 from gateway.extract import Document, ExtractError, extract
 from gateway.extract.charset import is_html_type, media_type
 from gateway.fetch.client import Fetcher, FetchOptions, FetchTrace
-from gateway.policy.engine import Decision, decide_url
+from gateway.policy.dlp import UNTRUSTED_HOST, DlpMode
+from gateway.policy.engine import Decision, decide_untrusted_host, decide_url, with_finding
 from gateway.provenance.dsse import Signer
 from gateway.provenance.envelope import attach_dsse
 from gateway.provenance.markers import Sanitized, new_nonce, sanitize, wrap
@@ -37,6 +38,7 @@ from gateway.tools.envelope import (
 from gateway.tools.jsonwire import JsonText, json_literal
 from gateway.tools.records import tool_record
 from gateway.tools.schema import FETCH_REQUEST, validate
+from gateway.tools.sightings import HostSightings, hosts_in_text
 
 DESCRIPTION = (
     'Fetch a web page (or a result of an earlier WebSearch, as "id:<id>") through the '
@@ -150,7 +152,9 @@ class WebFetchTool:
         signer: Signer | None = None,
         ids: IdStore | None = None,
         cache: FetchCache | None = None,
+        sightings: HostSightings | None = None,
     ) -> None:
+        self._sightings = sightings
         self._fetcher = fetcher
         self._audit = audit
         self._executor = executor
@@ -165,15 +169,29 @@ class WebFetchTool:
         return self.render(ctx, page, args, requested_id=requested_id)
 
     async def page(
-        self, ctx: CallContext, url: str, mode: str, *, action: str = "WebFetch"
+        self,
+        ctx: CallContext,
+        url: str,
+        mode: str,
+        *,
+        action: str = "WebFetch",
+        outbound: bool = True,
     ) -> tuple[Page, str | None]:
-        """Fetch and extract `url` (or `id:<id>`) under the caller's policy, audited."""
+        """Fetch and extract `url` (or `id:<id>`) under the caller's policy, audited.
+        `outbound=False` for a URL the web chose (a search result): DLP looks only at what
+        the agent wrote, and an `id:` names a search result too."""
         requested_id = None
         if url.startswith("id:"):
             requested_id = url[3:]
             url = await self._resolve_id(ctx, requested_id)
+            outbound = False
         policy = ctx.policy
-        decision, target = decide_url(policy, url, tool="WebFetch")
+        decision, target = decide_url(policy, url, tool="WebFetch", outbound=outbound)
+        watching = self._sightings is not None and policy.dlp.untrusted_hosts is not DlpMode.OFF
+        if watching and outbound and target is not None and decision.allowed:
+            assert self._sightings is not None
+            seen = await self._sightings.only_from_content(ctx.client_label, target.host)
+            decision = decide_untrusted_host(policy, decision, target, url, only_from_content=seen)
         if not decision.allowed or target is None:
             error = refusal(decision)
             self._audit.append(
@@ -185,7 +203,11 @@ class WebFetchTool:
         if cached is not None:
             # The record names this call's URL, not the spelling that filled the cache.
             hit = replace(cached, requested_url=url, cached=True, event_id=new_id())
+            if cached.decision.dlp is None and decision.dlp is not None:
+                hit = replace(hit, decision=with_finding(policy, hit.decision, decision.dlp))
             self._audit.append(self._success_record(action, ctx, hit, cached=True))
+            if watching:
+                await self._note_sightings(ctx, target.host, hit, requested=outbound)
             return hit, requested_id
         trace = FetchTrace(requested=target, current=target)
         try:
@@ -197,6 +219,8 @@ class WebFetchTool:
             self._audit.append(self._failure_record(action, ctx, url, trace, error, decision))
             raise
         final_decision = trace.redirects[-1].decision if trace.redirects else decision
+        if decision.dlp is not None:  # what DLP reported on the URL sent stays on record
+            final_decision = with_finding(policy, final_decision, decision.dlp)
         document, clean_text = prepared.document, prepared.clean
         page = Page(
             requested_url=url,
@@ -226,7 +250,20 @@ class WebFetchTool:
         )
         self._audit.append(self._success_record(action, ctx, page, cached=False))
         self._cache.put(key, page)
+        if watching:
+            await self._note_sightings(ctx, target.host, page, requested=outbound)
         return page, requested_id
+
+    async def _note_sightings(
+        self, ctx: CallContext, host: str, page: Page, *, requested: bool
+    ) -> None:
+        """For dlp.untrusted_hosts: the host the agent asked for itself (not one it reached
+        through a search result), and every host the page links to."""
+        assert self._sightings is not None
+        flagged = page.decision.dlp is not None and page.decision.dlp.detector == UNTRUSTED_HOST
+        if requested and not flagged:
+            await self._sightings.requested(ctx.client_label, host)
+        await self._sightings.seen_in_content(ctx.client_label, hosts_in_text(page.text))
 
     def render(
         self,
@@ -369,6 +406,8 @@ class WebFetchTool:
         decision: Decision,
     ) -> dict[str, Any]:
         deciding = getattr(error, "decision", None) or decision
+        if decision.dlp is not None and deciding.dlp is None:  # what DLP reported stays
+            deciding = replace(deciding, dlp=decision.dlp)
         return tool_record(
             action,
             ctx,

@@ -25,7 +25,8 @@ import orjson
 from gateway.audit.log import AuditLog
 from gateway.audit.redaction import redact_text
 from gateway.errors import GatewayError, InvalidRequestError, UnavailableError, UpstreamError
-from gateway.policy.engine import Decision, decide_address, decide_tool, decide_url
+from gateway.policy.dlp import DlpMode
+from gateway.policy.engine import Decision, decide_address, decide_query, decide_url
 from gateway.policy.model import Policy, ResultsHandling
 from gateway.provenance.dsse import Signer
 from gateway.provenance.envelope import attach_dsse
@@ -39,6 +40,7 @@ from gateway.tools.envelope import new_id, now_iso, policy_summary, refusal
 from gateway.tools.records import tool_record
 from gateway.tools.registry import ToolSpec
 from gateway.tools.schema import SEARCH_REQUEST, validate
+from gateway.tools.sightings import HostSightings, host_of
 
 DESCRIPTION = (
     "Search the web through the egress gateway. Returns ranked results (title, url, snippet, "
@@ -81,8 +83,10 @@ class WebSearchTool:
         audit: AuditLog,
         ids: IdStore,
         signer: Signer | None = None,
+        sightings: HostSightings | None = None,
     ) -> None:
         self.engine = engine
+        self._sightings = sightings
         self._audit = audit
         self._ids = ids
         self._signer = signer
@@ -104,13 +108,15 @@ class WebSearchTool:
         searches through here too and decides its own enablement)."""
         queries = search_queries(args)
         query = queries[0]
-        decision = decide_tool(ctx.policy, action)
+        # Step 2b looks at every query the provider would be sent.
+        texts = [phrasing.query for phrasing in queries]
+        decision = decide_query(ctx.policy, action, texts)
         if not decision.allowed:
             error = refusal(decision)
             self._audit.append(tool_record(action, ctx, decision=decision, error=error))
             raise error
         if action != "WebSearch":
-            decision = decide_tool(ctx.policy, "WebSearch")
+            decision = decide_query(ctx.policy, "WebSearch", texts)
         try:
             outcome = await self.engine.search_many(queries, provider_id=args.get("provider"))
         except UpstreamError as error:
@@ -147,6 +153,11 @@ class WebSearchTool:
                 await self._ids.remember(
                     ctx.client_label, [(r.result.id, r.result.url) for r in answer.allowed]
                 )
+                watching = ctx.policy.dlp.untrusted_hosts is not DlpMode.OFF
+                if self._sightings is not None and watching:
+                    # Hosts the web put in front of the agent (dlp.untrusted_hosts).
+                    hosts = {h for r in answer.allowed if (h := host_of(r.result.url))}
+                    await self._sightings.seen_in_content(ctx.client_label, hosts)
         except Exception as exc:  # any store failure: fail closed, never answer
             failure = (
                 exc
@@ -280,7 +291,7 @@ def without_denied_links(policy: Policy, text: str) -> str:
 def decide_result(policy: Policy, url: str) -> Decision:
     """Steps 1-3 for a result URL, never resolving a name; an IP literal needs no lookup, so
     its address is checked too (enforced in every mode: no internal address is offered)."""
-    verdict, target = decide_url(policy, url, tool=None)
+    verdict, target = decide_url(policy, url, tool=None, outbound=False)
     if verdict.allowed and target is not None and target.ip is not None:
         address = decide_address(policy, target.ip, target.port)
         if not address.allowed:

@@ -27,14 +27,13 @@ from gateway.errors import (
     GatewayError,
     InvalidRequestError,
     PolicyDeniedError,
-    ToolDisabledError,
     UnavailableError,
     UpstreamTimeoutError,
     UpstreamUnreachableError,
 )
 from gateway.fetch.client import Fetcher
 from gateway.fetch.provider import FetcherProviderTransport, ProviderEndpoint
-from gateway.policy.engine import Decision, decide_tool, decide_url
+from gateway.policy.engine import Decision, decide_query, decide_url
 from gateway.policy.model import ResultsHandling
 from gateway.provenance.dsse import Signer
 from gateway.provenance.envelope import attach_dsse
@@ -51,7 +50,7 @@ from gateway.search.xai import (
     transport_error,
 )
 from gateway.tools.context import CallContext
-from gateway.tools.envelope import display_url, new_id, now_iso, policy_summary
+from gateway.tools.envelope import display_url, new_id, now_iso, policy_summary, refusal
 from gateway.tools.records import tool_record
 from gateway.tools.registry import ToolSpec
 from gateway.tools.schema import X_SEARCH_REQUEST, validate
@@ -179,9 +178,9 @@ class XSearchTool:
     async def call(self, ctx: CallContext, args: Mapping[str, Any]) -> dict[str, Any]:
         """The HTTP API body for one XSearch call (raises GatewayError on refusal/failure)."""
         query = parse_request(args)
-        decision = decide_tool(ctx.policy, NAME)
+        decision = decide_query(ctx.policy, NAME, [query.query])
         if not decision.allowed:
-            self._fail(ctx, decision, ToolDisabledError(decision))
+            self._fail(ctx, decision, refusal(decision))
         api_key = self._environ.get(self._config.api_key_env, "").strip()
         if not api_key or self._transport is None:
             why = self._problem or (
@@ -324,7 +323,7 @@ class XSearchTool:
         out: list[dict[str, Any]] = []
         filtered = 0
         for citation, (start, end) in zip(raw, spans, strict=True):
-            url_decision, target = decide_url(ctx.policy, citation.url, tool=NAME)
+            url_decision, target = decide_url(ctx.policy, citation.url, tool=NAME, outbound=False)
             item: dict[str, Any] = {
                 "url": display_url(target.url if target is not None else citation.url),
                 "title": sanitize(citation.title).text if citation.title else None,

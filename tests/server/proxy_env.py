@@ -219,13 +219,17 @@ async def start_env(
     policy_extra: str = "",
     bind: str = "127.0.0.1",
     extra_ports: tuple[int, ...] = (),
+    policy: Any = None,
 ) -> ProxyEnv:
+    """`policy(upstream_port, tls_port) -> text` replaces the standard `proxy_policy`."""
     ca = make_test_ca(tmp_path)
     upstream_runner, upstream_port = await start_site(make_upstream_app())
     tls_runner, tls_port = await start_site(make_upstream_app(), ca.context)
     policy_path = tmp_path / "proxy-test.yaml"
     policy_path.write_text(
-        proxy_policy(upstream_port, tls_port, *extra_ports, extra=policy_extra)
+        policy(upstream_port, tls_port)
+        if policy is not None
+        else proxy_policy(upstream_port, tls_port, *extra_ports, extra=policy_extra)
     )
     fields: dict[str, Any] = {
         "proxy": proxy or ProxyConfig(connect_ports=(443, tls_port)),

@@ -500,3 +500,20 @@ def test_nonsense_offsets_are_dropped_or_clamped() -> None:
     assert code_point_span("short", 9, 3, "u") is None
     assert code_point_span("short", 50, 60, "u") is None
     assert code_point_span("short", 1, 60, "u") == ((1, 5), "code_points")
+
+
+async def test_a_secret_in_the_query_never_reaches_xai(gateway, fake_xai) -> None:
+    """Outbound DLP (step 2b) looks at the query before the provider is called."""
+    key = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+    services, client = await gateway(extra=ENABLED + "dlp: {mode: enforce}\n")
+    response, body = await post(client, query=f"who uses {key}")
+    assert response.status == 403
+    assert body["error"]["reason"] == "sensitive_data"
+    assert body["error"]["rule"] == "dlp.stripe_key"
+    assert key not in repr(body)
+    assert fake_xai.requests == []
+    [record] = [r for r in audit_records(services) if r["event"]["action"] == "XSearch"]
+    assert record["dlp"]["detector"] == "stripe_key"
+    assert record["dlp"]["location"] == "search_query"
+    with open(services.audit.path, "rb") as handle:
+        assert key.encode() not in handle.read()
