@@ -31,6 +31,7 @@ from tests.conftest import loopback_policy
 from tests.review.seed import write_folder
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+from selenium.common.exceptions import WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
@@ -195,10 +196,20 @@ def assert_nothing_ran(driver: Any, beacon: Beacon) -> None:
 
 
 def click_and_wait(driver: Any, element: Any, url_part: str) -> None:
-    """Click a link or button and wait for the page it opens (a click does not wait)."""
-    old = driver.find_element(By.TAG_NAME, "html")
+    """Click a link or button and wait for the page it opens (a click does not wait).
+
+    The old page is marked through WebDriver (not the page's own script, which the CSP
+    forbids); the new page is there once a loaded document lacks the mark. Waiting for the old
+    <html> element to go stale instead raced ChromeDriver: asked mid-navigation, it sometimes
+    answers "Node with given id does not belong to the document" rather than "stale"."""
+    driver.execute_script("window.__gatewayTestOldPage = true")
     element.click()
-    WebDriverWait(driver, 20).until(expected_conditions.staleness_of(old))
+    WebDriverWait(driver, 20, ignored_exceptions=(WebDriverException,)).until(
+        lambda d: d.execute_script(
+            "return window.__gatewayTestOldPage === undefined"
+            " && document.readyState === 'complete'"
+        )
+    )
     WebDriverWait(driver, 20).until(expected_conditions.url_contains(url_part))
 
 
