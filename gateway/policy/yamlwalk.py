@@ -148,6 +148,12 @@ class Walker:
     def warning(self, at: Node | None, code: str, message: str) -> None:
         self.report(at, code, message, Severity.WARNING)
 
+    def _withdraw(self, at: Node, code: str) -> None:
+        line, col = at.start_mark.line + 1, at.start_mark.column + 1
+        self.issues = [
+            i for i in self.issues if not (i.line == line and i.col == col and i.code == code)
+        ]
+
     def report(self, at: Node | None, code: str, message: str, severity: str) -> None:
         mark = at.start_mark if at is not None else None
         self.issues.append(issue_at(self.source, mark, code, message, severity))
@@ -391,6 +397,11 @@ class Walker:
 
     def choice(self, node: Node, path: str, choices: tuple[str, ...]) -> str | None:
         expected = ", ".join(choices)
+        if isinstance(node, ScalarNode) and _is_loose_boolean(node) and node.value in choices:
+            # `mode: off` where `off` is one of the words this key takes: the word is meant,
+            # never a boolean, so the composer's YAML 1.1 boolean finding is withdrawn.
+            self._withdraw(node, "bad_boolean")
+            return str(node.value)
         if not (isinstance(node, ScalarNode) and node.tag == STR_TAG):
             self.wrong_type(node, path, f"one of {expected}")
             return None

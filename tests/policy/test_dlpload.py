@@ -66,8 +66,19 @@ def test_unreadable_canaries(tmp_path: Path, content: bytes, message: str) -> No
         load_policy_file(write(tmp_path, "dlp: {mode: report, canaries_file: canaries.txt}\n"))
 
 
-def test_off_must_be_quoted(tmp_path: Path) -> None:
-    with pytest.raises(PolicyValidationError, match="YAML 1.1 boolean"):
-        load_policy_file(write(tmp_path, "dlp: {mode: off}\n"))
-    policy, _ = load_policy_file(write(tmp_path, "dlp: {mode: 'off'}\n"))
-    assert policy.dlp.mode is DlpMode.OFF
+@pytest.mark.parametrize("spelling", ["off", '"off"'])
+def test_off_needs_no_quotes_where_it_is_one_of_the_words(tmp_path: Path, spelling: str) -> None:
+    # `off` is a YAML 1.1 boolean everywhere else; here it is the word the key takes.
+    policy, issues = load_policy_file(
+        write(tmp_path, f"dlp: {{mode: {spelling}, untrusted_hosts: {spelling}}}\n")
+    )
+    assert policy.dlp.mode is DlpMode.OFF and policy.dlp.untrusted_hosts is DlpMode.OFF
+    assert issues == ()
+
+
+@pytest.mark.parametrize(("text", "column"), [("dlp: {mode: yes}\n", 13), ("mode: off\n", 7)])
+def test_other_yaml_1_1_booleans_stay_errors(tmp_path: Path, text: str, column: int) -> None:
+    with pytest.raises(PolicyValidationError) as caught:
+        load_policy_file(write(tmp_path, text))
+    [issue] = caught.value.issues
+    assert (issue.code, issue.line, issue.col) == ("bad_boolean", 1, column)
