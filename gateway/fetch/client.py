@@ -258,8 +258,11 @@ class Fetcher:
                     type_decision = decide_content_type(
                         policy, response.headers.get("Content-Type")
                     )
-                    if not type_decision.allowed:
+                    if type_decision.reason is not None:
+                        # A refusal, or one report mode let through: either way the record
+                        # names the reason and rule (enforced: false for the second).
                         trace.decision = type_decision
+                    if not type_decision.allowed:
                         raise PolicyDeniedError(type_decision)
                 body = await self._read_body(response, max_bytes, trace, method)
                 return FetchResult(
