@@ -16,6 +16,7 @@ import contextlib
 import hmac
 import ipaddress
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -50,6 +51,11 @@ from gateway.server.proxy_tunnel import Tunnel
 log = logging.getLogger("gateway.proxy")
 
 HEAD_STATE, BUSY_STATE, BODY_STATE, TUNNEL_STATE, CLOSED_STATE = range(5)
+# A line break that is not CRLF. Lines end with CRLF only (RFC 9112 2.2 lets a recipient
+# accept a bare LF; this reader, like the upstream one, does not): a head holding one is
+# refused the moment it arrives, without waiting for a CRLF CRLF that may never come.
+_BARE_BREAK = re.compile(rb"(?<!\r)\n|\r(?=[^\n])")
+BARE_BREAK_MESSAGE = "bare CR or LF in the request head; lines end with CRLF"
 
 
 class ClientGoneError(Exception):
@@ -127,9 +133,14 @@ class ProxyConnection(asyncio.Protocol):
             assert self.tunnel is not None
             self.tunnel.from_client(data)
             return
-        if self.buffer is None:
-            if state == HEAD_STATE and self._read_whole_head(data):
+        if state == HEAD_STATE and not self.buffer:
+            if self._read_whole_head(data):
                 return
+            # The first bytes of a head (after an idle keep-alive wait, say): from here the
+            # head has server.header_timeout to finish, not what is left of the idle wait.
+            self._arm(self.proxy.header_timeout, shorten_only=True)
+            self.buffer = bytearray(data)
+        elif self.buffer is None:
             self.buffer = bytearray(data)
         else:
             self.buffer += data
@@ -149,6 +160,12 @@ class ProxyConnection(asyncio.Protocol):
         if self.state == BUSY_STATE:
             self.client_eof = True  # the answer still goes out, then the connection closes
             return True
+        if self.state == HEAD_STATE and self.buffer:
+            # Half a head, then the end of the stream: it never ends, so it is answered now
+            # (the client may still read) and audited like any head the reader refuses.
+            self.proxy.refuse_unparsed(
+                self, "the connection ended before the request head did", bytes(self.buffer[:200])
+            )
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -204,9 +221,12 @@ class ProxyConnection(asyncio.Protocol):
             return
         end = buf.find(b"\r\n\r\n", max(0, self.scanned - 3))
         if end < 0:
+            # Whatever is already sure to be refused is refused now, not when the head ends
+            # (it may never end: a client that ends its lines with LF alone sends no CRLF CRLF).
+            refusal = unfinished_head_refusal(buf, self.scanned)
             self.scanned = len(buf)
-            if len(buf) > MAX_HEAD or (len(buf) > MAX_LINE and b"\r\n" not in buf):
-                self.proxy.refuse_unparsed(self, "the request head is too long", bytes(buf[:200]))
+            if refusal is not None:
+                self.proxy.refuse_unparsed(self, refusal, bytes(buf[:200]))
             return
         raw = bytes(buf[:end])
         if end + 4 == len(buf):
@@ -246,7 +266,8 @@ class ProxyConnection(asyncio.Protocol):
         self._arm(self.proxy.keepalive_timeout)
         if self.reading_paused:
             self.resume_reading()
-        if self.buffer:
+        if self.buffer:  # a pipelined head began while this request was served
+            self._arm(self.proxy.header_timeout, shorten_only=True)
             self._read_head()
 
     async def read_body(self, head: RequestHead, limit: int) -> bytes:
@@ -346,9 +367,12 @@ class ProxyConnection(asyncio.Protocol):
     # One timer per connection, moved lazily: a request only sets or clears `deadline`, and
     # the timer, when it fires early, re-arms itself for what is left (no timer per request).
 
-    def _arm(self, delay: float) -> None:
+    def _arm(self, delay: float, *, shorten_only: bool = False) -> None:
         loop = self.proxy.loop
-        self.deadline = deadline = loop.time() + delay
+        deadline = loop.time() + delay
+        if shorten_only and self.deadline is not None and self.deadline <= deadline:
+            return
+        self.deadline = deadline
         timer = self.timer
         if timer is None or timer.when() > deadline:
             if timer is not None:
@@ -367,11 +391,33 @@ class ProxyConnection(asyncio.Protocol):
         if loop.time() < deadline:
             self.timer = loop.call_at(deadline, self._timed_out)
             return
-        self.transport.close()  # idle keep-alive, or a head that never finished
+        if self.buffer:  # a head begun and never finished: answered and audited
+            self.proxy.refuse_unparsed(
+                self,
+                "the request head did not finish within server.header_timeout",
+                bytes(self.buffer[:200]),
+                status=408,
+            )
+            return
+        self.transport.close()  # an idle keep-alive connection
 
     @property
     def idle(self) -> bool:
         return self.state == HEAD_STATE and not self.buffer
+
+
+def unfinished_head_refusal(buf: bytearray, scanned: int) -> str | None:
+    """Why a head still without its CRLF CRLF is already sure to be refused, else None.
+    `scanned`: how much of `buf` an earlier call saw (only the rest, and the line it ends
+    in, is looked at again, so a head sent byte by byte costs linear time)."""
+    if _BARE_BREAK.search(buf, max(0, scanned - 1)):
+        return BARE_BREAK_MESSAGE
+    if len(buf) > MAX_HEAD:
+        return "the request head is too long"
+    line_start = max(0, buf.rfind(b"\r\n", 0, scanned + 1) + 2)  # where `scanned` is
+    if max(map(len, buf[line_start:].split(b"\r\n"))) > MAX_LINE:
+        return f"a line of the request head is over {MAX_LINE} bytes"
+    return None
 
 
 class ForwardProxy:
@@ -489,15 +535,18 @@ class ForwardProxy:
     def audit(self, record: dict[str, Any]) -> None:
         self.services.audit.append(record)
 
-    def refuse_unparsed(self, conn: ProxyConnection, message: str, start: bytes) -> None:
-        """A request the reader refused: audited, answered 400 bad_request, closed."""
+    def refuse_unparsed(
+        self, conn: ProxyConnection, message: str, start: bytes, *, status: int = 400
+    ) -> None:
+        """A request the reader refused: audited, answered 400 bad_request (408 for a head
+        that did not finish in time), closed."""
         event_id = new_event_id()
         line = start.split(b"\r\n", 1)[0].decode("latin-1")
         method = line.split(" ", 1)[0][:32] if line else None
         error = GatewayError(message, reason="bad_request")
-        record = _record_before_identity(conn, event_id, error, 400, method=method)
+        record = _record_before_identity(conn, event_id, error, status, method=method)
         record["error"]["code"] = "bad_request"
-        status, reason = 400, "bad_request"
+        reason = "bad_request"
         try:
             self.audit(record)
         except AuditWriteError:

@@ -29,6 +29,7 @@ REASON_PHRASES = {
     400: "Bad Request",
     403: "Forbidden",
     407: "Proxy Authentication Required",
+    408: "Request Timeout",
     413: "Content Too Large",
     429: "Too Many Requests",
     502: "Bad Gateway",
