@@ -9,7 +9,7 @@ import contextlib
 import functools
 from typing import Any
 
-from gateway.fetch.upstream import has_body
+from gateway.fetch.http1 import has_body
 from gateway.server.proxy_http import RequestHead
 
 # Response headers that describe one hop, never forwarded (RFC 9110 7.6.1).

@@ -8,8 +8,9 @@ import asyncio
 import pytest
 
 from gateway.errors import PolicyDeniedError, UpstreamError, UpstreamUnreachableError
+from gateway.fetch.http1 import BadResponseError
 from gateway.fetch.resolver import parse_static_hosts
-from gateway.fetch.upstream import BadResponseError, UpstreamPool, request_head
+from gateway.fetch.upstream import UpstreamPool, request_head
 from gateway.policy.model import Timeouts
 from gateway.policy.urls import parse_url
 from tests.policy.conftest import make_policy
