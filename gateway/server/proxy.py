@@ -16,7 +16,6 @@ import contextlib
 import hmac
 import ipaddress
 import logging
-import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +27,7 @@ from gateway.errors import (
     UnauthorizedError,
     UnavailableError,
 )
+from gateway.fetch.http1 import unfinished_head_problem
 from gateway.fetch.upstream import UpstreamPool
 from gateway.limits import FREE_LEASE, InMemoryLimiter, Lease, Limiter
 from gateway.policy.engine import decide_address, decide_target
@@ -51,11 +51,6 @@ from gateway.server.proxy_tunnel import Tunnel
 log = logging.getLogger("gateway.proxy")
 
 HEAD_STATE, BUSY_STATE, BODY_STATE, TUNNEL_STATE, CLOSED_STATE = range(5)
-# A line break that is not CRLF. Lines end with CRLF only (RFC 9112 2.2 lets a recipient
-# accept a bare LF; this reader, like the upstream one, does not): a head holding one is
-# refused the moment it arrives, without waiting for a CRLF CRLF that may never come.
-_BARE_BREAK = re.compile(rb"(?<!\r)\n|\r(?=[^\n])")
-BARE_BREAK_MESSAGE = "bare CR or LF in the request head; lines end with CRLF"
 
 
 class ClientGoneError(Exception):
@@ -216,14 +211,18 @@ class ProxyConnection(asyncio.Protocol):
         assert buf is not None and self.transport is not None
         while buf.startswith(b"\r\n"):  # RFC 9112 2.2: ignore blank lines before a request
             del buf[:2]
+            self.scanned = max(0, self.scanned - 2)
         if not buf:
             self.buffer, self.scanned = None, 0
             return
         end = buf.find(b"\r\n\r\n", max(0, self.scanned - 3))
         if end < 0:
-            # Whatever is already sure to be refused is refused now, not when the head ends
-            # (it may never end: a client that ends its lines with LF alone sends no CRLF CRLF).
-            refusal = unfinished_head_refusal(buf, self.scanned)
+            # Lines end with CRLF only (RFC 9112 2.2 lets a recipient accept a bare LF; this
+            # reader, like the one for upstream responses, does not), and a head sure to be
+            # refused is refused now: one whose lines end with LF alone never sends CRLF CRLF.
+            refusal = unfinished_head_problem(
+                buf, self.scanned, max_line=MAX_LINE, max_head=MAX_HEAD
+            )
             self.scanned = len(buf)
             if refusal is not None:
                 self.proxy.refuse_unparsed(self, refusal, bytes(buf[:200]))
@@ -404,20 +403,6 @@ class ProxyConnection(asyncio.Protocol):
     @property
     def idle(self) -> bool:
         return self.state == HEAD_STATE and not self.buffer
-
-
-def unfinished_head_refusal(buf: bytearray, scanned: int) -> str | None:
-    """Why a head still without its CRLF CRLF is already sure to be refused, else None.
-    `scanned`: how much of `buf` an earlier call saw (only the rest, and the line it ends
-    in, is looked at again, so a head sent byte by byte costs linear time)."""
-    if _BARE_BREAK.search(buf, max(0, scanned - 1)):
-        return BARE_BREAK_MESSAGE
-    if len(buf) > MAX_HEAD:
-        return "the request head is too long"
-    line_start = max(0, buf.rfind(b"\r\n", 0, scanned + 1) + 2)  # where `scanned` is
-    if max(map(len, buf[line_start:].split(b"\r\n"))) > MAX_LINE:
-        return f"a line of the request head is over {MAX_LINE} bytes"
-    return None
 
 
 class ForwardProxy:
