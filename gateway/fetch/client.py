@@ -354,7 +354,12 @@ class Fetcher:
             if len(self._timeouts) >= 64:  # a few policies' values; never grows without bound
                 self._timeouts.clear()
             sock_read = None if read == math.inf else read
-            timeout = aiohttp.ClientTimeout(total=None, connect=connect, sock_read=sock_read)
+            # Per socket operation: the TCP connect here, the DNS lookup in the resolver (so a
+            # name server that never answers is a lookup that failed, upstream_unreachable);
+            # waiting for a pooled connection is bounded by the total deadline.
+            timeout = aiohttp.ClientTimeout(
+                total=None, sock_connect=connect, sock_read=sock_read
+            )
             self._timeouts[(connect, read)] = timeout
         return timeout
 
