@@ -5,9 +5,7 @@ client and through the forward proxy, with one outcome for all four; and the rea
 
 from __future__ import annotations
 
-import asyncio
 import gzip
-import socket
 
 import aiohttp
 import pytest
@@ -23,48 +21,14 @@ from gateway.policy.engine import decide_url
 from gateway.policy.model import Limits, Timeouts
 from tests.policy.conftest import make_policy
 from tests.server.proxy_env import start_env
+from tests.upstream import ScriptedUpstream
 
 REFUSED = "refused"
 
 
-class ScriptedUpstream:
-    """A raw upstream on loopback: answers every request head with `reply`, written all at
-    once or one byte per write (yielding to the loop after each, so the reader sees them one
-    read at a time), then keeps the connection open until the client closes it."""
-
-    def __init__(self, reply: bytes, *, byte_by_byte: bool) -> None:
-        self.reply = reply
-        self.byte_by_byte = byte_by_byte
-        self.connections = 0
-        self.server: asyncio.Server | None = None
-
-    async def start(self) -> int:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return self.server.sockets[0].getsockname()[1]
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            while True:
-                await reader.readuntil(b"\r\n\r\n")
-                if self.byte_by_byte:
-                    for i in range(len(self.reply)):
-                        writer.write(self.reply[i : i + 1])
-                        await writer.drain()
-                        await asyncio.sleep(0)
-                else:
-                    writer.write(self.reply)
-                    await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    async def close(self) -> None:
-        assert self.server is not None
-        self.server.close()
-        await self.server.wait_closed()
+def scripted(reply: bytes, *, byte_by_byte: bool) -> ScriptedUpstream:
+    """Answers every request with `reply`, whole or one byte per write."""
+    return ScriptedUpstream([reply], repeat=True, drip=1 if byte_by_byte else 0, pause=0)
 
 
 def response(*fields: bytes, body: bytes = b"", status: bytes = b"HTTP/1.1 200 OK") -> bytes:
@@ -203,7 +167,7 @@ async def through_proxy(tmp_path, make_config, port: int) -> bytes | str:
 async def test_webfetch_applies_each_limit_however_the_bytes_arrive(
     reply, expected, byte_by_byte
 ) -> None:
-    upstream = ScriptedUpstream(reply, byte_by_byte=byte_by_byte)
+    upstream = scripted(reply, byte_by_byte=byte_by_byte)
     port = await upstream.start()
     try:
         assert await through_webfetch(port) == expected
@@ -218,7 +182,7 @@ async def test_webfetch_applies_each_limit_however_the_bytes_arrive(
 async def test_the_proxy_applies_each_limit_however_the_bytes_arrive(
     tmp_path, make_config, reply, expected, byte_by_byte
 ) -> None:
-    upstream = ScriptedUpstream(reply, byte_by_byte=byte_by_byte)
+    upstream = scripted(reply, byte_by_byte=byte_by_byte)
     port = await upstream.start()
     try:
         assert await through_proxy(tmp_path, make_config, port) == expected
@@ -244,7 +208,7 @@ async def test_gzip_members_are_counted_however_the_bytes_arrive(
     """Only WebFetch decodes bodies; the proxy relays them as they are."""
     body = gzip_members(members)
     reply = response(b"Content-Encoding: gzip", b"Content-Length: %d" % len(body), body=body)
-    upstream = ScriptedUpstream(reply, byte_by_byte=byte_by_byte)
+    upstream = scripted(reply, byte_by_byte=byte_by_byte)
     port = await upstream.start()
     try:
         assert await through_webfetch(port) == expected

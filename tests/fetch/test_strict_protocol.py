@@ -9,11 +9,11 @@ from gateway.errors import UpstreamError
 from gateway.fetch.client import Fetcher, FetchOptions
 from gateway.fetch.resolver import parse_static_hosts
 from gateway.policy.engine import decide_url
-from tests.fetch.test_http1 import ScriptedUpstream, fetch_policy, response
+from tests.fetch.test_http1 import fetch_policy, response, scripted
 
 
 async def fetch_twice(reply: bytes, method: str = "GET") -> tuple[list[bytes], int]:
-    upstream = ScriptedUpstream(reply, byte_by_byte=False)
+    upstream = scripted(reply, byte_by_byte=False)
     port = await upstream.start()
     fetcher = Fetcher(static_hosts=parse_static_hosts({"site.example.com": ["127.0.0.1"]}))
     policy = fetch_policy(port)
