@@ -1,6 +1,7 @@
 """The forward proxy's upstream client for plain-HTTP requests: keep-alive HTTP/1.1 connections
-opened through the tunnel checks (`fetch.tunnel.open_tunnel`), a strict response-head parser,
-and a body pipe that writes straight into the client's transport with flow control.
+opened through the tunnel checks (`fetch.tunnel.open_tunnel`), responses read with the strict
+reader and limits both response paths share (`fetch.http1`), and a body pipe that writes
+straight into the client's transport with flow control.
 
 Used only by the proxy's absolute-form path; model tools keep the `Fetcher`. It never decides
 policy (that happened before) and never reframes a body beyond re-chunking what it validated.
