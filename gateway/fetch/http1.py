@@ -159,13 +159,13 @@ class ChunkedBody:
     def done(self) -> bool:
         return self.state == _END
 
-    def feed(self, data: bytes, out: list[bytes | memoryview]) -> int:
-        """Append the chunk data in `data` to `out` (views of `data`, with the chunk framing
-        when rechunking); return how many bytes of `data` the body used: all of them, or
-        fewer once its last chunk has ended."""
+    def feed(self, data: bytes, out: list[bytes | memoryview], start: int = 0) -> int:
+        """Append the chunk data in `data[start:]` to `out` (views of `data`, with the chunk
+        framing when rechunking); return how many of those bytes the body used: all of them,
+        or fewer once its last chunk has ended."""
         rechunk = self.rechunk
         view = memoryview(data)
-        pos, size = 0, len(data)
+        pos, size = start, len(data)
         line = self.line
         while pos < size and self.state != _END:
             state = self.state
@@ -220,42 +220,52 @@ class ChunkedBody:
                 self.state = _END
                 if rechunk:
                     out.append(b"0\r\n\r\n")
-        return pos
+        return pos - start
 
 
 class HeadReader:
     """Reads one exchange's response head as its bytes arrive: interim (1xx) heads skipped,
     a head sure to be refused refused at once, not when (or if) its blank line comes."""
 
-    __slots__ = ("method", "buffer", "scanned")
+    __slots__ = ("method", "held", "scanned", "used")
 
     def __init__(self, method: str) -> None:
         self.method = method
-        self.buffer = bytearray()  # after the final head: the bytes that followed it
-        self.scanned = 0
+        self.held = bytearray()  # an unfinished head from earlier reads
+        self.scanned = 0  # how much of it was looked at
+        self.used = 0  # once the final head is read: how many bytes of the last read it took
 
     def feed(self, data: bytes) -> ResponseHead | None:
-        """The final head once it is whole (the bytes after it stay in `buffer`), else None;
-        raises BadResponseError."""
-        buf = self.buffer
-        buf += data
+        """The final head once it is whole (`data[self.used:]` is what followed it), else
+        None; raises BadResponseError."""
+        held = len(self.held)
+        if held:  # a head split across reads (the usual head comes in one)
+            self.held += data
+            text = bytes(self.held)
+            self.held.clear()
+        else:
+            text = data
+        pos = 0
         while True:
-            end = buf.find(b"\r\n\r\n", max(0, self.scanned - 3))
+            end = text.find(b"\r\n\r\n", pos + max(0, self.scanned - 3))
             if end < 0:
+                rest = text[pos:]
                 problem = unfinished_head_problem(
-                    buf, self.scanned, max_line=MAX_LINE, max_head=MAX_HEAD
+                    rest, self.scanned, max_line=MAX_LINE, max_head=MAX_HEAD
                 )
-                self.scanned = len(buf)
                 if problem is not None:
                     raise BadResponseError(f"the upstream's response is refused: {problem}")
+                self.held += rest
+                self.scanned = len(rest)
                 return None
-            head = parse_response_head(bytes(buf[:end]), self.method)
-            del buf[: end + 4]
+            head = parse_response_head(text[pos:end], self.method)
+            pos = end + 4
             self.scanned = 0
             if 100 <= head.status < 200:
                 if head.status == 101:
                     raise BadResponseError("the upstream switched protocols unasked")
                 continue  # an interim response: the final one follows
+            self.used = pos - held
             return head
 
 
@@ -292,24 +302,24 @@ class ResponseFraming:
             head = heads.feed(data)
             if head is None:
                 return len(data)
-            pos = len(data) - len(heads.buffer)  # what was left came in `data`
+            pos = heads.used
             self.heads = None
             self.framing, self.left = head.framing, head.content_length or 0
             self.chunks = ChunkedBody() if head.chunked else None
-        used = pos + self._feed_body(data[pos:] if pos else data)
+        used = pos + self._feed_body(data, pos)
         if used < len(data):
             self.spoiled = True
         return used
 
-    def _feed_body(self, data: bytes) -> int:
+    def _feed_body(self, data: bytes, start: int) -> int:
         if self.framing == UNTIL_CLOSE:
-            return len(data)
+            return len(data) - start
         if self.chunks is not None:
-            used = self.chunks.feed(data, [])
+            used = self.chunks.feed(data, [], start)
             if self.chunks.done:
                 self.method = None
             return used
-        take = min(self.left, len(data))
+        take = min(self.left, len(data) - start)
         self.left -= take
         if self.left == 0:
             self.method = None

@@ -175,7 +175,7 @@ class UpstreamConnection(asyncio.Protocol):
         if head is None:
             return
         self.head = head
-        self.buffer = self.heads.buffer  # what followed the head
+        self.buffer = bytearray(data[self.heads.used :])  # what followed the head
         self.heads = None
         if head.chunked:
             self.framing, self.chunks = _CHUNKED, None
