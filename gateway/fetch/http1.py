@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from gateway.errors import UpstreamError
 
 MAX_LINE = 16 * 1024  # the status line, or one header field line, without its CRLF
-MAX_HEADERS = 128  # header field lines in one response head
+MAX_HEADERS = 128  # field lines of one response: its head's and its trailer's together
 MAX_HEAD = 64 * 1024  # a whole response head, status line and fields
 MAX_CHUNK_LINE = 1024  # a chunk-size line: the size and any chunk extensions
 MAX_TRAILER = 16 * 1024  # every trailer field line of a chunked body together
@@ -144,12 +144,14 @@ def has_body(method: str, status: int) -> bool:
 class ChunkedBody:
     """Strict, incremental chunked decoding (RFC 9112 7.1) under the limits; trailers are
     checked and dropped. `rechunk`: the output keeps the chunks as the upstream cut them
-    (each size line written afresh, extensions and trailers never forwarded)."""
+    (each size line written afresh, extensions and trailers never forwarded). `fields`: the
+    field lines the head had (trailer fields count against the same MAX_HEADERS)."""
 
-    __slots__ = ("state", "left", "line", "trailer", "rechunk")
+    __slots__ = ("state", "left", "line", "trailer", "rechunk", "fields")
 
-    def __init__(self, *, rechunk: bool = False) -> None:
+    def __init__(self, *, rechunk: bool = False, fields: int = 0) -> None:
         self.rechunk = rechunk
+        self.fields = fields
         self.state = _SIZE
         self.left = 0
         self.line = bytearray()
@@ -214,8 +216,13 @@ class ChunkedBody:
                     out.append(b"%x\r\n" % self.left)
             elif text:
                 self.trailer += len(text) + 2
+                self.fields += 1
                 if self.trailer > MAX_TRAILER or FIELD.match(text) is None:
                     raise BadResponseError("the upstream's chunked trailer is malformed")
+                if self.fields > MAX_HEADERS:
+                    raise BadResponseError(
+                        f"the upstream sent more than {MAX_HEADERS} header and trailer fields"
+                    )
             else:
                 self.state = _END
                 if rechunk:
@@ -305,7 +312,7 @@ class ResponseFraming:
             pos = heads.used
             self.heads = None
             self.framing, self.left = head.framing, head.content_length or 0
-            self.chunks = ChunkedBody() if head.chunked else None
+            self.chunks = ChunkedBody(fields=len(head.headers)) if head.chunked else None
         used = pos + self._feed_body(data, pos)
         if used < len(data):
             self.spoiled = True

@@ -194,8 +194,8 @@ class UpstreamConnection(asyncio.Protocol):
         to an HTTP/1.1 client). Raises what ended it early."""
         self.sink, self.pending, self.touch = sink, prefix, touch
         self.rechunk = rechunk
-        if self.framing == _CHUNKED:
-            self.chunks = ChunkedBody(rechunk=rechunk)
+        if self.framing == _CHUNKED and self.head is not None:
+            self.chunks = ChunkedBody(rechunk=rechunk, fields=len(self.head.headers))
         self.state = _BODY
         self.waiter = asyncio.get_running_loop().create_future()
         ahead = bytes(self.buffer)

@@ -93,6 +93,24 @@ CASES = [
     ("chunk-extension-1mib", chunked(chunk_line(1024 * 1024)), REFUSED),
     ("trailer-at-limit", chunked(b"2\r\nok\r\n", trailer=trailer_of(http1.MAX_TRAILER)), b"ok"),
     ("trailer-over", chunked(b"2\r\nok\r\n", trailer=trailer_of(http1.MAX_TRAILER + 1)), REFUSED),
+    (
+        "fields-and-trailers-at-count",
+        response(
+            b"Transfer-Encoding: chunked",
+            *[b"X-N: n"] * (http1.MAX_HEADERS - 66),
+            body=b"2\r\nok\r\n0\r\n" + b"X-T: t\r\n" * 64 + b"\r\n",
+        ),
+        b"ok",
+    ),
+    (
+        "fields-and-trailers-over-count",
+        response(
+            b"Transfer-Encoding: chunked",
+            *[b"X-N: n"] * (http1.MAX_HEADERS - 65),
+            body=b"2\r\nok\r\n0\r\n" + b"X-T: t\r\n" * 64 + b"\r\n",
+        ),
+        REFUSED,
+    ),
     ("bare-lf-head", b"HTTP/1.1 200 OK\nContent-Type: text/plain\nContent-Length: 2\n\nok", REFUSED),
     ("bare-lf-chunk-line", chunked(b"2\nok\r\n"), REFUSED),
     ("space-after-chunk-size", chunked(b"2 \r\nok\r\n"), REFUSED),
