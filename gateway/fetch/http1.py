@@ -21,11 +21,16 @@ MAX_GZIP_MEMBERS = 64  # gzip members concatenated in one body (decoded by WebFe
 # Bytes after the end a response declared (Content-Length, the last chunk) are not read as
 # anything: the response ends where it said, and its connection is never used again.
 
-_STATUS = re.compile(rb"HTTP/1\.([01]) ([1-9][0-9]{2})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?\Z")
+# Status codes 100-599 (RFC 9110 15: others are invalid).
+_STATUS = re.compile(rb"HTTP/1\.([01]) ([1-5][0-9]{2})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?\Z")
 FIELD = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\x00-\x08\x0a-\x1f\x7f]*)\Z")
 _DIGITS = re.compile(rb"[0-9]{1,18}\Z")
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,15}\Z")
-_EXTENSION = re.compile(rb"[^\x00-\x08\x0a-\x1f\x7f]*\Z")
+# Chunk extensions as RFC 9112 7.1.1 writes them, without the optional white space and with
+# ASCII quoted strings: what aiohttp's parser (llhttp) and this reader both accept.
+_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_QUOTED = rb'"(?:[\t \x21\x23-\x5b\x5d-\x7e]|\\[\t \x21-\x7e])*"'
+_EXTENSION = re.compile(rb"(?:;%b(?:=(?:%b|%b))?)*\Z" % (_TOKEN, _TOKEN, _QUOTED))
 # A line break that is not CRLF: refused wherever it stands, as soon as it is seen.
 _BARE_BREAK = re.compile(rb"(?<!\r)\n|\r(?=[^\n])")
 
@@ -207,7 +212,9 @@ class ChunkedBody:
                 raise BadResponseError("an upstream chunk line does not end with CRLF")
             text = text[:-2]
             if state == _SIZE:
-                length, _, extension = text.partition(b";")
+                semicolon = text.find(b";")
+                length = text if semicolon < 0 else text[:semicolon]
+                extension = b"" if semicolon < 0 else text[semicolon:]
                 if not _HEX.match(length) or not _EXTENSION.match(extension):
                     raise BadResponseError("an upstream chunk size is not a hexadecimal number")
                 self.left = int(length, 16)
@@ -279,9 +286,11 @@ class HeadReader:
 class ResponseFraming:
     """Where each response on one connection ends, read strictly: the head by `HeadReader`,
     then the body counted (Content-Length), decoded (chunked) or read until the close. Feed
-    it every byte the connection receives; `feed` says how many belong to the exchange."""
+    it every byte the connection receives; `feed` returns the bytes a second parser may now
+    read: whole heads and whole chunk lines only, never past the response's end, so the
+    second parser never sees a line this reader has not accepted."""
 
-    __slots__ = ("method", "heads", "framing", "left", "chunks", "spoiled")
+    __slots__ = ("method", "heads", "framing", "left", "chunks", "held", "spoiled")
 
     def __init__(self) -> None:
         self.method: str | None = None  # the request whose response is still being read
@@ -289,34 +298,45 @@ class ResponseFraming:
         self.framing = UNTIL_CLOSE
         self.left = 0
         self.chunks: ChunkedBody | None = None
+        self.held = bytearray()  # received, not yet passed on: an unfinished head or line
         self.spoiled = False  # the upstream sent past an end: never reuse the connection
 
     def expect(self, method: str) -> None:
         """A request was sent: its response comes next."""
         self.method = method
         self.heads = HeadReader(method)
+        self.held.clear()
 
-    def feed(self, data: bytes) -> int:
-        """How many leading bytes of `data` are part of the response being read (raises
-        BadResponseError for a response refused). Bytes past its end set `spoiled`."""
+    def feed(self, data: bytes) -> bytes:
+        """What of `data` (and of what was held back before) may now be parsed; raises
+        BadResponseError for a response refused. Bytes past its end set `spoiled`."""
         if self.method is None:
             if data:
                 self.spoiled = True
-            return 0
-        pos = 0
+            return b""
+        start = 0
         heads = self.heads
         if heads is not None:
             head = heads.feed(data)
             if head is None:
-                return len(data)
-            pos = heads.used
+                self.held += data
+                return b""
+            start = heads.used
             self.heads = None
             self.framing, self.left = head.framing, head.content_length or 0
             self.chunks = ChunkedBody(fields=len(head.headers)) if head.chunked else None
-        used = pos + self._feed_body(data, pos)
-        if used < len(data):
+        end = start + self._feed_body(data, start)
+        if end < len(data):
             self.spoiled = True
-        return used
+        unsettled = len(self.chunks.line) if self.chunks is not None else 0
+        held = self.held
+        if not held and not unsettled:  # the usual read: whole lines, nothing held
+            return data if end == len(data) else data[:end]
+        held += memoryview(data)[:end]
+        settled = len(held) - unsettled
+        out = bytes(held[:settled])
+        del held[:settled]
+        return out
 
     def _feed_body(self, data: bytes, start: int) -> int:
         if self.framing == UNTIL_CLOSE:

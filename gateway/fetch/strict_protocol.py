@@ -3,10 +3,11 @@
 aiohttp's response parser is lenient (a bare LF ends a line, a chunk extension may run to
 its line limit) and reads bytes past a response's end as the next response, so a response
 it took, and where it ended, could differ from what the proxy's own reader makes of the
-same bytes. Every byte an upstream sends goes through `ResponseFraming` first: what it
-refuses fails the request with its reason; bytes past a response's end never reach aiohttp,
-and the connection is closed instead of pooled. aiohttp then parses only responses that
-both readers read the same way.
+same bytes. Every byte an upstream sends goes through `ResponseFraming` first, and aiohttp
+gets only whole heads and whole chunk lines it accepted: what it refuses fails the request
+with its reason (before aiohttp could trip on it, which would leave a body read waiting);
+bytes past a response's end never reach aiohttp, and the connection is closed instead of
+pooled. aiohttp then parses only responses that both readers read the same way.
 """
 
 from __future__ import annotations
@@ -38,12 +39,14 @@ class StrictResponseHandler(ResponseHandler):
     def data_received(self, data: bytes) -> None:
         framing = self._framing
         try:
-            used = framing.feed(data)
+            accepted = framing.feed(data)
         except BadResponseError as exc:
             self._refuse(exc)
             return
-        if used:
-            super().data_received(data if used == len(data) else data[:used])
+        if accepted:
+            super().data_received(accepted)
+        elif data:
+            self._reschedule_timeout()  # bytes arrived (held back): the read timeout restarts
         if framing.spoiled and self.transport is not None:
             # The upstream sent past the end it declared: what it declared was read, the
             # rest is dropped with the connection (never taken as the next response).

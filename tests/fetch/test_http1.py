@@ -111,6 +111,18 @@ CASES = [
         ),
         REFUSED,
     ),
+    ("chunk-extension-quoted", chunked(b'2;a="x y";b=c;d\r\nok\r\n'), b"ok"),
+    ("chunk-extension-with-space", chunked(b"2;a b\r\nok\r\n"), REFUSED),
+    ("chunk-extension-empty", chunked(b"2;\r\nok\r\n"), REFUSED),
+    ("chunk-extension-not-ascii", chunked(b"2;a=\xff\r\nok\r\n"), REFUSED),
+    ("chunk-size-leading-zeros", chunked(b"0002\r\nok\r\n"), b"ok"),
+    ("status-without-reason", response(b"Content-Length: 2", body=b"ok", status=b"HTTP/1.1 200"), b"ok"),
+    ("status-over-599", response(b"Content-Length: 2", body=b"ok", status=b"HTTP/1.1 999 X"), REFUSED),
+    ("length-leading-zeros", response(b"Content-Length: 0002", body=b"ok"), b"ok"),
+    ("value-not-ascii", response(b"Content-Length: 2", b"X-A: \xff\xfe", body=b"ok"), b"ok"),
+    ("value-with-tabs", response(b"Content-Length: 2", b"X-A:\ta\tb", body=b"ok"), b"ok"),
+    ("value-empty", response(b"Content-Length: 2", b"X-A:", body=b"ok"), b"ok"),
+    ("trailer-not-ascii", chunked(b"2\r\nok\r\n", trailer=b"X-T: \xff\r\n"), b"ok"),
     ("bare-lf-head", b"HTTP/1.1 200 OK\nContent-Type: text/plain\nContent-Length: 2\n\nok", REFUSED),
     ("bare-lf-chunk-line", chunked(b"2\nok\r\n"), REFUSED),
     ("space-after-chunk-size", chunked(b"2 \r\nok\r\n"), REFUSED),
@@ -237,19 +249,19 @@ async def test_gzip_members_are_counted_however_the_bytes_arrive(
 # --- the reader alone ---------------------------------------------------------------------
 
 
-def read_whole(reply: bytes, cuts: list[int]) -> tuple[str, int]:
-    """Feed `reply` to a fresh ResponseFraming cut at `cuts`: (outcome, bytes it used)."""
+def read_whole(reply: bytes, cuts: list[int]) -> tuple[str, bytes]:
+    """Feed `reply` to a fresh ResponseFraming cut at `cuts`: (outcome, what it passed on)."""
     framing = ResponseFraming()
     framing.expect("GET")
-    used, start = 0, 0
+    passed, start = b"", 0
     try:
         for end in [*sorted(set(cuts)), len(reply)]:
             piece = reply[start:end]
             start = end
-            used += framing.feed(piece)
+            passed += framing.feed(piece)
     except BadResponseError:
-        return REFUSED, -1
-    return ("spoiled" if framing.spoiled else "clean"), used
+        return REFUSED, b""
+    return ("spoiled" if framing.spoiled else "clean"), passed
 
 
 @settings(max_examples=300, deadline=None)
@@ -298,5 +310,16 @@ def test_a_head_with_a_bare_lf_is_refused_before_it_ends() -> None:
 
 def test_bytes_nobody_asked_for_spoil_the_connection() -> None:
     framing = ResponseFraming()
-    assert framing.feed(b"HTTP/1.1 200 OK\r\n\r\n") == 0
+    assert framing.feed(b"HTTP/1.1 200 OK\r\n\r\n") == b""
+    assert framing.spoiled
+
+
+def test_only_whole_lines_are_passed_on() -> None:
+    framing = ResponseFraming()
+    framing.expect("GET")
+    assert framing.feed(b"HTTP/1.1 200 OK\r\nTransfer-Enc") == b""
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    assert framing.feed(b"oding: chunked\r\n\r\n2;a=") == head
+    assert framing.feed(b"b\r\nok\r") == b"2;a=b\r\nok"
+    assert framing.feed(b"\n0\r\n\r\nEXTRA") == b"\r\n0\r\n\r\n"
     assert framing.spoiled
