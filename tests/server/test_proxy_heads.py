@@ -135,8 +135,8 @@ def test_a_second_head_on_a_kept_connection_is_read_the_same_way(proxy) -> None:
     with socket.create_connection(("127.0.0.1", env.port), timeout=SOCKET_TIMEOUT) as sock:
         sock.sendall(good.encode())
         first = b""
-        while b"hello through the proxy" not in first:
-            first += sock.recv(65536)
+        while b"hello through the proxy" not in first and (chunk := sock.recv(65536)):
+            first += chunk
         assert parse_head(first)[0] == 200
         sock.sendall(b"GET http://site.example.com/ HTTP/1.1\nHost: x\n\n")
         second = b""
