@@ -62,9 +62,12 @@ def exchange(port: int, data: bytes, *, then_close: bool) -> bytes:
     """Send `data`, half-close when `then_close`, and read until the proxy closes or has
     sent a whole response head; raises TimeoutError if it does neither in time."""
     with socket.create_connection(("127.0.0.1", port), timeout=SOCKET_TIMEOUT) as sock:
-        sock.sendall(data)
-        if then_close:
-            sock.shutdown(socket.SHUT_WR)
+        try:
+            sock.sendall(data)
+            if then_close:
+                sock.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused before the last byte went out: the answer is still there to read
         received = b""
         while b"\r\n\r\n" not in received:
             try:
