@@ -12,16 +12,19 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 
 from tests.conftest import loopback_policy
 from tests.dnsserver import AAAA, SERVFAIL, ScriptedDns, Step
+from tests.processes import GatewayProcess, free_port
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("mount") is None,
@@ -48,6 +51,14 @@ SCRIPT = {
 }
 
 
+# Runs its arguments in a new mount namespace whose /etc/resolv.conf is the file in $1.
+IN_NAMESPACE = 'mount --bind "$1" /etc/resolv.conf && shift && exec "$@"'
+
+
+def namespaced(resolv: Path) -> tuple[str, ...]:
+    return ("unshare", "-m", "sh", "-c", IN_NAMESPACE, "sh", str(resolv))
+
+
 class Gateway:
     """`gateway fetch` runs, each in its own mount namespace with the scripted resolv.conf."""
 
@@ -64,27 +75,21 @@ class Gateway:
             )
         )
         self.audit = tmp_path / "audit" / "dns-test.jsonl"
+        self.policy = policy
         self.config = tmp_path / "gateway.yaml"
         self.config.write_text(
             textwrap.dedent(
                 f"""\
                 policy: {policy}
-                audit: {{path: "{tmp_path / 'audit' / 'dns-{instance}.jsonl'}"}}
+                audit: {{path: "{tmp_path / "audit" / "dns-{instance}.jsonl"}"}}
                 instance_id: test
                 """
             )
         )
 
     async def fetch(self, host: str, path: str = "/page") -> tuple[int, dict[str, Any]]:
-        script = 'mount --bind "$1" /etc/resolv.conf && shift && exec "$@"'
         process = await asyncio.create_subprocess_exec(
-            "unshare",
-            "-m",
-            "sh",
-            "-c",
-            script,
-            "sh",
-            str(self.resolv),
+            *namespaced(self.resolv),
             sys.executable,
             "-m",
             "gateway",
@@ -190,3 +195,47 @@ async def test_a_public_answer_is_allowed_then_fails_to_connect(dns, gateway) ->
     [record] = gateway.records()
     assert record["policy"]["decision"] == "allow"
     assert dns.count("public.example.com") == 1
+
+
+async def test_the_proxy_pins_and_refuses_the_same_way(dns, gateway, tmp_path) -> None:
+    """`gateway serve` in the namespace: the forward proxy's plain-HTTP path and CONNECT
+    resolve through the same real DNS server and are decided the same way."""
+    proxy_port = free_port()
+    config = {
+        "policy": str(gateway.policy),
+        "audit": {"path": str(tmp_path / "audit" / "serve-{instance}.jsonl")},
+        "instance_id": "dns-serve",
+        "listen": {"proxy_port": proxy_port},
+    }
+    serve = GatewayProcess(tmp_path, config, prefix=namespaced(gateway.resolv))
+    await serve.start()
+    try:
+        proxy = f"http://127.0.0.1:{proxy_port}"
+        url = f"http://rebind.example.com:{gateway.port}/page"
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url, proxy=proxy) as first:
+                assert first.status == 200
+                await first.read()
+            assert dns.count("rebind.example.com") == 1
+            async with session.get(url, proxy=proxy) as second:  # the pooled connection
+                assert second.status == 200
+                await second.read()
+            assert dns.count("rebind.example.com") == 1  # kept on the checked address
+            # Another port is another connection, so another lookup: the rebound answer.
+            async with session.get("http://rebind.example.com/", proxy=proxy) as third:
+                assert third.status == 403
+                assert third.headers["X-Gateway-Reason"] == "private_address"
+                assert third.headers["X-Gateway-Rule"] == "networks.block_private"
+            assert dns.count("rebind.example.com") == 2
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy_port)
+        writer.write(
+            b"CONNECT chain.example.com:443 HTTP/1.1\r\nHost: chain.example.com:443\r\n\r\n"
+        )
+        answer = await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 403 ")
+        assert b"X-Gateway-Reason: private_address" in answer
+        assert b"X-Gateway-Rule: networks.block_private" in answer
+    finally:
+        serve.signal(signal.SIGTERM)
+        await serve.wait(20)
