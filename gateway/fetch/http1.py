@@ -215,8 +215,10 @@ class ChunkedBody:
                 semicolon = text.find(b";")
                 length = text if semicolon < 0 else text[:semicolon]
                 extension = b"" if semicolon < 0 else text[semicolon:]
-                if not _HEX.match(length) or not _EXTENSION.match(extension):
+                if not _HEX.match(length):
                     raise BadResponseError("an upstream chunk size is not a hexadecimal number")
+                if not _EXTENSION.match(extension):
+                    raise BadResponseError("an upstream chunk extension is malformed")
                 self.left = int(length, 16)
                 self.state = _DATA if self.left else _TRAILER
                 if rechunk and self.left:
