@@ -30,10 +30,14 @@ def free_port() -> int:
 
 
 class GatewayProcess:
-    """One `gateway serve` subprocess with its config written to `directory`."""
+    """One `gateway serve` subprocess with its config written to `directory`; `prefix`: a
+    command that runs it (e.g. in another namespace) and execs its arguments."""
 
-    def __init__(self, directory: Path, config: dict[str, Any]) -> None:
+    def __init__(
+        self, directory: Path, config: dict[str, Any], *, prefix: tuple[str, ...] = ()
+    ) -> None:
         self.directory = directory
+        self.prefix = prefix
         self.port = free_port()
         config = {**config, "listen": {**config.get("listen", {}), "port": self.port}}
         self.config_path = directory / f"gateway-{self.port}.yaml"
@@ -62,6 +66,7 @@ class GatewayProcess:
     async def launch(self) -> None:
         """Start the process without waiting for it to listen."""
         self.process = await asyncio.create_subprocess_exec(
+            *self.prefix,
             sys.executable,
             "-m",
             "gateway",

@@ -1,10 +1,12 @@
-"""A hostile web on loopback: one aiohttp app whose routes play the upstreams tests need."""
+"""A hostile web on loopback: one aiohttp app whose routes play the upstreams tests need, and
+a raw scripted upstream for the bytes no HTTP server library would send."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import gzip
+import socket
 import zlib
 
 import brotli
@@ -179,3 +181,61 @@ def make_upstream() -> web.Application:
     app = web.Application()
     app.add_routes(routes)
     return app
+
+
+class ScriptedUpstream:
+    """A raw upstream on loopback: each connection reads request heads and answers each with
+    the next scripted reply (the last one again with `repeat`), sent in pieces of `drip`
+    bytes (0: all at once) with `pause` seconds after each (0 still yields to the loop, so a
+    reader in the same loop sees the pieces one read at a time); it closes after a reply
+    with `close_after`, or after one whose body only the close can end."""
+
+    def __init__(
+        self,
+        replies: list[bytes],
+        *,
+        repeat: bool = False,
+        close_after: bool = False,
+        drip: int = 0,
+        pause: float = 0.001,
+    ) -> None:
+        self.replies = list(replies)
+        self.repeat = repeat
+        self.close_after = close_after
+        self.drip = drip
+        self.pause = pause
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while self.replies:
+                head = await reader.readuntil(b"\r\n\r\n")
+                self.requests.append(head)
+                reply = self.replies[0] if self.repeat else self.replies.pop(0)
+                if self.drip:
+                    for i in range(0, len(reply), self.drip):
+                        writer.write(reply[i : i + self.drip])
+                        await writer.drain()
+                        await asyncio.sleep(self.pause)
+                else:
+                    writer.write(reply)
+                    await writer.drain()
+                framed = b"Content-Length" in reply or b"chunked" in reply or b" 204 " in reply
+                if self.close_after or not framed:
+                    break  # a close-delimited body ends only when the connection does
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def close(self) -> None:
+        assert self.server is not None
+        self.server.close()

@@ -35,10 +35,12 @@ from gateway.errors import (
     UpstreamTimeoutError,
     UpstreamUnreachableError,
 )
+from gateway.fetch import http1
 from gateway.fetch.decode import ACCEPT_ENCODING, BoundedDecoder, parse_content_encoding
 from gateway.fetch.dial import SocketGuard, SocketRefusedError
 from gateway.fetch.dial import connector as dial_connector
 from gateway.fetch.resolver import AddressDeniedError, PolicyResolver, StaticHosts
+from gateway.fetch.strict_protocol import use_strict_responses
 from gateway.policy.engine import Decision, decide_answer, decide_content_type
 from gateway.policy.model import IPNetwork, Policy
 from gateway.policy.redirects import AmbiguousRedirectError, plan_redirect
@@ -46,8 +48,6 @@ from gateway.policy.urls import Target
 
 DEFAULT_USER_AGENT = f"agent-egress-gateway/{__version__} (+policy-enforcing fetcher)"
 ACCEPT = "text/html,application/xhtml+xml,application/json;q=0.9,text/*;q=0.8,*/*;q=0.1"
-MAX_HEADER_FIELD = 16 * 1024
-MAX_HEADERS = 128
 REDIRECT_BODY_DRAIN = 64 * 1024
 
 
@@ -174,14 +174,17 @@ class Fetcher:
                 limit=self._pool_limit,
                 ttl_dns_cache=10,
             )
+            use_strict_responses(connector)
             session = aiohttp.ClientSession(
                 connector=connector,
                 trust_env=False,  # environment proxies never apply
                 cookie_jar=aiohttp.DummyCookieJar(),
                 auto_decompress=False,  # decoded here, under the size cap
-                max_line_size=MAX_HEADER_FIELD,
-                max_field_size=MAX_HEADER_FIELD,
-                max_headers=MAX_HEADERS,
+                # http1's reader saw every byte first; these only keep aiohttp from being
+                # stricter than it on a line it already accepted.
+                max_line_size=http1.MAX_LINE + 2,
+                max_field_size=http1.MAX_LINE + 2,
+                max_headers=http1.MAX_HEADERS,
                 timeout=aiohttp.ClientTimeout(total=None),
                 skip_auto_headers=("User-Agent", "Accept-Encoding"),
             )
@@ -267,8 +270,11 @@ class Fetcher:
                     type_decision = decide_content_type(
                         policy, response.headers.get("Content-Type")
                     )
-                    if not type_decision.allowed:
+                    if type_decision.reason is not None:
+                        # A refusal, or one report mode let through: either way the record
+                        # names the reason and rule (enforced: false for the second).
                         trace.decision = type_decision
+                    if not type_decision.allowed:
                         raise PolicyDeniedError(type_decision)
                 body = await self._read_body(response, max_bytes, trace, method)
                 return FetchResult(
@@ -357,7 +363,12 @@ class Fetcher:
             if len(self._timeouts) >= 64:  # a few policies' values; never grows without bound
                 self._timeouts.clear()
             sock_read = None if read == math.inf else read
-            timeout = aiohttp.ClientTimeout(total=None, connect=connect, sock_read=sock_read)
+            # Per socket operation: the TCP connect here, the DNS lookup in the resolver (so a
+            # name server that never answers is a lookup that failed, upstream_unreachable);
+            # waiting for a pooled connection is bounded by the total deadline.
+            timeout = aiohttp.ClientTimeout(
+                total=None, sock_connect=connect, sock_read=sock_read
+            )
             self._timeouts[(connect, read)] = timeout
         return timeout
 

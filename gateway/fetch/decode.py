@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import brotli
 
 from gateway.errors import ResponseTooLargeError, UpstreamError
+from gateway.fetch.http1 import MAX_GZIP_MEMBERS
 
 SLICE = 64 * 1024
-MAX_GZIP_MEMBERS = 64
 SUPPORTED = ("gzip", "x-gzip", "deflate", "br")
 ACCEPT_ENCODING = "gzip, deflate, br"
 

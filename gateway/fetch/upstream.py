@@ -1,6 +1,7 @@
 """The forward proxy's upstream client for plain-HTTP requests: keep-alive HTTP/1.1 connections
-opened through the tunnel checks (`fetch.tunnel.open_tunnel`), a strict response-head parser,
-and a body pipe that writes straight into the client's transport with flow control.
+opened through the tunnel checks (`fetch.tunnel.open_tunnel`), responses read with the strict
+reader and limits both response paths share (`fetch.http1`), and a body pipe that writes
+straight into the client's transport with flow control.
 
 Used only by the proxy's absolute-form path; model tools keep the `Fetcher`. It never decides
 policy (that happened before) and never reframes a body beyond re-chunking what it validated.
@@ -9,39 +10,22 @@ policy (that happened before) and never reframes a body beyond re-chunking what 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
 from typing import Protocol
 
 from gateway.errors import UpstreamError, UpstreamUnreachableError
+from gateway.fetch.http1 import ChunkedBody, HeadReader, ResponseHead
 from gateway.fetch.resolver import StaticHosts
 from gateway.fetch.tunnel import open_tunnel
 from gateway.policy.model import IPNetwork, Policy
 from gateway.policy.urls import Target
 
-MAX_HEADERS = 128
-MAX_FIELD = 16 * 1024
-MAX_HEAD = 64 * 1024
-MAX_CHUNK_LINE = 1024
-MAX_TRAILER = 16 * 1024
 # Bytes read ahead of a body pipe (after the head, before the proxy asks for the body).
 MAX_AHEAD = 256 * 1024
 
-_STATUS = re.compile(rb"HTTP/1\.([01]) ([1-9][0-9]{2})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?\Z")
-_FIELD = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\x00-\x08\x0a-\x1f\x7f]*)\Z")
-_DIGITS = re.compile(rb"[0-9]{1,18}\Z")
-_HEX = re.compile(rb"[0-9A-Fa-f]{1,15}\Z")
-_EXTENSION = re.compile(rb"[^\x00-\x08\x0a-\x1f\x7f]*\Z")
-
 _HEAD, _READY, _BODY, _DONE, _FAILED = range(5)
 _LENGTH, _CHUNKED, _UNTIL_CLOSE, _NONE = range(4)
-_SIZE, _DATA, _CRLF, _TRAILER = range(4)
-
-
-class BadResponseError(UpstreamError):
-    """The upstream's response cannot be read unambiguously; it is refused, not repaired."""
 
 
 class Sink(Protocol):
@@ -52,84 +36,6 @@ class Sink(Protocol):
     def write(self, data: bytes) -> None: ...
 
     async def drain(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ResponseHead:
-    status: int
-    reason: bytes
-    version: str  # "HTTP/1.1" | "HTTP/1.0"
-    headers: tuple[tuple[bytes, bytes], ...]  # as received, values trimmed
-    content_length: int | None
-    chunked: bool
-    keep_alive: bool  # the upstream allows another request on this connection
-
-
-def parse_response_head(raw: bytes, method: str) -> ResponseHead:
-    """A response head without its final blank line; raises BadResponseError."""
-    if len(raw) > MAX_HEAD:
-        raise BadResponseError(f"the upstream's response head is over {MAX_HEAD} bytes")
-    lines = raw.split(b"\r\n")
-    breaks = len(lines) - 1
-    if raw.count(b"\r") != breaks or raw.count(b"\n") != breaks:
-        raise BadResponseError("bare CR or LF in the upstream's response head")
-    if breaks > MAX_HEADERS:
-        raise BadResponseError(f"the upstream sent more than {MAX_HEADERS} header fields")
-    status_line = _STATUS.match(lines[0])
-    if status_line is None:
-        raise BadResponseError("the upstream's status line is not HTTP/1.x NNN reason")
-    version = "HTTP/1.1" if status_line[1] == b"1" else "HTTP/1.0"
-    status = int(status_line[2])
-    headers = []
-    lengths: list[bytes] = []
-    codings: list[bytes] = []
-    options: list[bytes] = []
-    match_field = _FIELD.match
-    for line in lines[1:]:
-        if len(line) > MAX_FIELD:
-            raise BadResponseError(f"an upstream header field is over {MAX_FIELD} bytes")
-        matched = match_field(line)
-        if matched is None:
-            if line[:1] in (b" ", b"\t"):
-                raise BadResponseError("obs-fold in the upstream's response head")
-            raise BadResponseError("an upstream header line is not NAME: VALUE")
-        name, value = matched[1], matched[2].strip(b" \t")
-        headers.append((name, value))
-        if len(name) in (10, 14, 17):
-            lower = name.lower()
-            if lower == b"content-length":
-                lengths.append(value)
-            elif lower == b"transfer-encoding":
-                codings.append(value)
-            elif lower == b"connection":
-                options.append(value)
-    if lengths and codings:
-        raise BadResponseError("the upstream sent both Content-Length and Transfer-Encoding")
-    content_length = None
-    if lengths:
-        if len(lengths) > 1:
-            raise BadResponseError("the upstream repeated Content-Length")
-        if not _DIGITS.match(lengths[0]):
-            raise BadResponseError("the upstream's Content-Length is not a decimal number")
-        content_length = int(lengths[0])
-    chunked = False
-    if codings:
-        if [c.strip().lower() for c in b",".join(codings).split(b",")] != [b"chunked"]:
-            raise BadResponseError("the upstream used a transfer coding other than chunked")
-        chunked = True
-    tokens = {t.strip().lower() for v in options for t in v.split(b",")}
-    keep_alive = version == "HTTP/1.1" and b"close" not in tokens
-    if not has_body(method, status):
-        content_length, chunked = 0, False
-    elif content_length is None and not chunked:
-        keep_alive = False  # the body ends when the connection does
-    return ResponseHead(
-        status, status_line[3] or b"", version, tuple(headers), content_length, chunked, keep_alive
-    )
-
-
-def has_body(method: str, status: int) -> bool:
-    return method != "HEAD" and status not in (204, 304) and not 100 <= status < 200
 
 
 def request_head(
@@ -166,9 +72,8 @@ class UpstreamConnection(asyncio.Protocol):
         "idle_since",
         "framing",
         "left",
-        "chunk_state",
-        "line",
-        "trailer",
+        "heads",
+        "chunks",
         "sink",
         "pending",
         "touch",
@@ -192,9 +97,8 @@ class UpstreamConnection(asyncio.Protocol):
         self.idle_since = 0.0
         self.framing = _NONE
         self.left = 0
-        self.chunk_state = _SIZE
-        self.line = bytearray()
-        self.trailer = 0
+        self.heads: HeadReader | None = None  # while the head is read
+        self.chunks: ChunkedBody | None = None  # for a chunked body
         self.sink: Sink | None = None
         self.pending: bytes | None = None
         self.touch: Callable[[], None] | None = None
@@ -217,15 +121,16 @@ class UpstreamConnection(asyncio.Protocol):
                 self._body(data)
             elif state == _HEAD:
                 self.received = True
-                self.buffer += data
-                self._read_head()
+                self._read_head(data)
             elif state == _READY:
                 self.buffer += data
                 if len(self.buffer) > MAX_AHEAD and self.transport is not None:
                     self.paused = True
                     self.transport.pause_reading()
-            else:
-                self._fail(BadResponseError("the upstream sent bytes nobody asked for"))
+            elif self.error is None:
+                # Past the end of what the upstream declared (an exchange that ended, or an
+                # idle connection): not read as anything, and the connection is never reused.
+                self._spoil()
         except Exception as exc:  # a hostile response or a client gone: end this exchange
             self._fail(exc)
 
@@ -257,37 +162,29 @@ class UpstreamConnection(asyncio.Protocol):
         self.head = None
         self.error = None
         self.received = False
-        self.buffer.clear()
+        self.buffer = bytearray()
+        self.heads = HeadReader(method)
         self.reusable = False
         self.waiter = asyncio.get_running_loop().create_future()
         self.transport.write(data)
         return self.waiter
 
-    def _read_head(self) -> None:
-        buf = self.buffer
-        while True:
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(buf) > MAX_HEAD:
-                    raise BadResponseError(f"the upstream's response head is over {MAX_HEAD} bytes")
-                return
-            head = parse_response_head(bytes(buf[:end]), self.method)
-            del buf[: end + 4]
-            if 100 <= head.status < 200:
-                if head.status == 101:
-                    raise BadResponseError("the upstream switched protocols unasked")
-                continue  # an interim response: the final one follows
-            self.head = head
-            if head.chunked:
-                self.framing, self.chunk_state, self.trailer = _CHUNKED, _SIZE, 0
-                self.line.clear()
-            elif head.content_length is not None:
-                self.framing, self.left = _LENGTH, head.content_length
-            else:
-                self.framing = _UNTIL_CLOSE
-            self.state = _READY
-            self._wake()
+    def _read_head(self, data: bytes) -> None:
+        assert self.heads is not None
+        head = self.heads.feed(data)
+        if head is None:
             return
+        self.head = head
+        self.buffer = bytearray(data[self.heads.used :])  # what followed the head
+        self.heads = None
+        if head.chunked:
+            self.framing, self.chunks = _CHUNKED, None
+        elif head.content_length is not None:
+            self.framing, self.left = _LENGTH, head.content_length
+        else:
+            self.framing = _UNTIL_CLOSE
+        self.state = _READY
+        self._wake()
 
     async def pipe(
         self, sink: Sink, prefix: bytes, touch: Callable[[], None] | None, rechunk: bool
@@ -297,6 +194,8 @@ class UpstreamConnection(asyncio.Protocol):
         to an HTTP/1.1 client). Raises what ended it early."""
         self.sink, self.pending, self.touch = sink, prefix, touch
         self.rechunk = rechunk
+        if self.framing == _CHUNKED and self.head is not None:
+            self.chunks = ChunkedBody(rechunk=rechunk, fields=len(self.head.headers))
         self.state = _BODY
         self.waiter = asyncio.get_running_loop().create_future()
         ahead = bytes(self.buffer)
@@ -349,73 +248,15 @@ class UpstreamConnection(asyncio.Protocol):
             self._out(b"%x\r\n%b\r\n" % (len(data), data) if self.rechunk else data)
 
     def _chunks(self, data: bytes) -> None:
-        view = memoryview(data)
-        pos, size = 0, len(data)
+        chunks = self.chunks
+        assert chunks is not None
         out: list[bytes | memoryview] = []
-        rechunk = self.rechunk
-        line = self.line
-        while pos < size:
-            state = self.chunk_state
-            if state == _DATA:
-                take = min(self.left, size - pos)
-                out.append(view[pos : pos + take])
-                pos += take
-                self.left -= take
-                if self.left == 0:
-                    self.chunk_state = _CRLF
-                continue
-            if state == _CRLF:
-                need = 2 - len(line)
-                line += view[pos : pos + need]
-                pos += min(need, size - pos)
-                if len(line) < 2:
-                    break
-                if line != b"\r\n":
-                    raise BadResponseError("an upstream chunk is not followed by CRLF")
-                line.clear()
-                self.chunk_state = _SIZE
-                if rechunk:
-                    out.append(b"\r\n")
-                continue
-            end = data.find(b"\n", pos)
-            stop = end + 1 if end >= 0 else size
-            line += view[pos:stop]
-            pos = stop
-            limit = MAX_CHUNK_LINE + 2 if state == _SIZE else MAX_FIELD + 2
-            if len(line) > limit:
-                raise BadResponseError("an upstream chunk-size or trailer line is too long")
-            if end < 0:
-                break
-            text = bytes(line)
-            line.clear()
-            if not text.endswith(b"\r\n") or b"\r" in text[:-2]:
-                raise BadResponseError("an upstream chunk line does not end with CRLF")
-            text = text[:-2]
-            if state == _SIZE:
-                length, _, extension = text.partition(b";")
-                if not _HEX.match(length) or not _EXTENSION.match(extension):
-                    raise BadResponseError("an upstream chunk size is not a hexadecimal number")
-                self.left = int(length, 16)
-                if self.left:
-                    self.chunk_state = _DATA
-                    if rechunk:
-                        out.append(b"%x\r\n" % self.left)
-                else:
-                    self.chunk_state = _TRAILER
-            elif text:
-                self.trailer += len(text) + 2
-                if self.trailer > MAX_TRAILER or _FIELD.match(text) is None:
-                    raise BadResponseError("the upstream's chunked trailer is malformed")
-            else:
-                if rechunk:
-                    out.append(b"0\r\n\r\n")  # trailers are dropped, never forwarded
-                if out:
-                    self._out(b"".join(out))
-                # Bytes after the last chunk: the connection is spoiled, not reused.
-                self._finish(pos == size and self.head is not None and self.head.keep_alive)
-                return
+        used = chunks.feed(data, out)
         if out:
             self._out(b"".join(out))
+        if chunks.done:
+            # Bytes after the last chunk: the connection is spoiled, not reused.
+            self._finish(used == len(data) and self.head is not None and self.head.keep_alive)
 
     def _out(self, data: bytes) -> None:
         sink = self.sink
@@ -442,6 +283,13 @@ class UpstreamConnection(asyncio.Protocol):
         self.state = _DONE
         self.reusable = reusable
         self._wake()
+
+    def _spoil(self) -> None:
+        self.reusable = False
+        if self.pool is not None:
+            self.pool.forget(self)
+        if self.transport is not None:
+            self.transport.abort()
 
     def _fail(self, exc: Exception) -> None:
         if self.state in (_DONE, _FAILED) and self.error is not None:

@@ -27,6 +27,7 @@ from gateway.errors import (
     UnauthorizedError,
     UnavailableError,
 )
+from gateway.fetch.http1 import unfinished_head_problem
 from gateway.fetch.upstream import UpstreamPool
 from gateway.limits import FREE_LEASE, InMemoryLimiter, Lease, Limiter
 from gateway.policy.engine import decide_address, decide_target
@@ -127,9 +128,14 @@ class ProxyConnection(asyncio.Protocol):
             assert self.tunnel is not None
             self.tunnel.from_client(data)
             return
-        if self.buffer is None:
-            if state == HEAD_STATE and self._read_whole_head(data):
+        if state == HEAD_STATE and not self.buffer:
+            if self._read_whole_head(data):
                 return
+            # The first bytes of a head (after an idle keep-alive wait, say): from here the
+            # head has server.header_timeout to finish, not what is left of the idle wait.
+            self._arm(self.proxy.header_timeout, shorten_only=True)
+            self.buffer = bytearray(data)
+        elif self.buffer is None:
             self.buffer = bytearray(data)
         else:
             self.buffer += data
@@ -149,6 +155,12 @@ class ProxyConnection(asyncio.Protocol):
         if self.state == BUSY_STATE:
             self.client_eof = True  # the answer still goes out, then the connection closes
             return True
+        if self.state == HEAD_STATE and self.buffer:
+            # Half a head, then the end of the stream: it never ends, so it is answered now
+            # (the client may still read) and audited like any head the reader refuses.
+            self.proxy.refuse_unparsed(
+                self, "the connection ended before the request head did", bytes(self.buffer[:200])
+            )
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -199,14 +211,21 @@ class ProxyConnection(asyncio.Protocol):
         assert buf is not None and self.transport is not None
         while buf.startswith(b"\r\n"):  # RFC 9112 2.2: ignore blank lines before a request
             del buf[:2]
+            self.scanned = max(0, self.scanned - 2)
         if not buf:
             self.buffer, self.scanned = None, 0
             return
         end = buf.find(b"\r\n\r\n", max(0, self.scanned - 3))
         if end < 0:
+            # Lines end with CRLF only (RFC 9112 2.2 lets a recipient accept a bare LF; this
+            # reader, like the one for upstream responses, does not), and a head sure to be
+            # refused is refused now: one whose lines end with LF alone never sends CRLF CRLF.
+            refusal = unfinished_head_problem(
+                buf, self.scanned, max_line=MAX_LINE, max_head=MAX_HEAD
+            )
             self.scanned = len(buf)
-            if len(buf) > MAX_HEAD or (len(buf) > MAX_LINE and b"\r\n" not in buf):
-                self.proxy.refuse_unparsed(self, "the request head is too long", bytes(buf[:200]))
+            if refusal is not None:
+                self.proxy.refuse_unparsed(self, refusal, bytes(buf[:200]))
             return
         raw = bytes(buf[:end])
         if end + 4 == len(buf):
@@ -246,7 +265,8 @@ class ProxyConnection(asyncio.Protocol):
         self._arm(self.proxy.keepalive_timeout)
         if self.reading_paused:
             self.resume_reading()
-        if self.buffer:
+        if self.buffer:  # a pipelined head began while this request was served
+            self._arm(self.proxy.header_timeout, shorten_only=True)
             self._read_head()
 
     async def read_body(self, head: RequestHead, limit: int) -> bytes:
@@ -346,9 +366,12 @@ class ProxyConnection(asyncio.Protocol):
     # One timer per connection, moved lazily: a request only sets or clears `deadline`, and
     # the timer, when it fires early, re-arms itself for what is left (no timer per request).
 
-    def _arm(self, delay: float) -> None:
+    def _arm(self, delay: float, *, shorten_only: bool = False) -> None:
         loop = self.proxy.loop
-        self.deadline = deadline = loop.time() + delay
+        deadline = loop.time() + delay
+        if shorten_only and self.deadline is not None and self.deadline <= deadline:
+            return
+        self.deadline = deadline
         timer = self.timer
         if timer is None or timer.when() > deadline:
             if timer is not None:
@@ -367,7 +390,15 @@ class ProxyConnection(asyncio.Protocol):
         if loop.time() < deadline:
             self.timer = loop.call_at(deadline, self._timed_out)
             return
-        self.transport.close()  # idle keep-alive, or a head that never finished
+        if self.buffer:  # a head begun and never finished: answered and audited
+            self.proxy.refuse_unparsed(
+                self,
+                "the request head did not finish within server.header_timeout",
+                bytes(self.buffer[:200]),
+                status=408,
+            )
+            return
+        self.transport.close()  # an idle keep-alive connection
 
     @property
     def idle(self) -> bool:
@@ -489,15 +520,18 @@ class ForwardProxy:
     def audit(self, record: dict[str, Any]) -> None:
         self.services.audit.append(record)
 
-    def refuse_unparsed(self, conn: ProxyConnection, message: str, start: bytes) -> None:
-        """A request the reader refused: audited, answered 400 bad_request, closed."""
+    def refuse_unparsed(
+        self, conn: ProxyConnection, message: str, start: bytes, *, status: int = 400
+    ) -> None:
+        """A request the reader refused: audited, answered 400 bad_request (408 for a head
+        that did not finish in time), closed."""
         event_id = new_event_id()
         line = start.split(b"\r\n", 1)[0].decode("latin-1")
         method = line.split(" ", 1)[0][:32] if line else None
         error = GatewayError(message, reason="bad_request")
-        record = _record_before_identity(conn, event_id, error, 400, method=method)
+        record = _record_before_identity(conn, event_id, error, status, method=method)
         record["error"]["code"] = "bad_request"
-        status, reason = 400, "bad_request"
+        reason = "bad_request"
         try:
             self.audit(record)
         except AuditWriteError:

@@ -22,8 +22,9 @@ from gateway.errors import (
     UpstreamTimeoutError,
 )
 from gateway.fetch.client import ACCEPT
+from gateway.fetch.http1 import has_body
 from gateway.fetch.tunnel import open_tunnel
-from gateway.fetch.upstream import has_body, request_head
+from gateway.fetch.upstream import request_head
 from gateway.limits import Lease
 from gateway.policy.dlp import UNTRUSTED_HOST, DlpMode
 from gateway.policy.engine import (

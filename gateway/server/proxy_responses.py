@@ -9,7 +9,7 @@ import contextlib
 import functools
 from typing import Any
 
-from gateway.fetch.upstream import has_body
+from gateway.fetch.http1 import has_body
 from gateway.server.proxy_http import RequestHead
 
 # Response headers that describe one hop, never forwarded (RFC 9110 7.6.1).
@@ -29,6 +29,7 @@ REASON_PHRASES = {
     400: "Bad Request",
     403: "Forbidden",
     407: "Proxy Authentication Required",
+    408: "Request Timeout",
     413: "Content Too Large",
     429: "Too Many Requests",
     502: "Bad Gateway",

@@ -218,7 +218,7 @@ class WebFetchTool:
         except GatewayError as error:
             self._audit.append(self._failure_record(action, ctx, url, trace, error, decision))
             raise
-        final_decision = trace.redirects[-1].decision if trace.redirects else decision
+        final_decision = reported_decision(trace, decision)
         if decision.dlp is not None:  # what DLP reported on the URL sent stays on record
             final_decision = with_finding(policy, final_decision, decision.dlp)
         document, clean_text = prepared.document, prepared.clean
@@ -423,6 +423,18 @@ class WebFetchTool:
             },
             redirects=[hop.to_record() for hop in trace.redirects] or None,
         )
+
+
+def reported_decision(trace: FetchTrace, url_decision: Decision) -> Decision:
+    """The decision a successful fetch's record carries: the last hop's (else the URL's),
+    unless that one is a plain allow and report mode let a later check through (a content
+    type the policy would refuse): then that would-be denial, so the record says what
+    enforcing would have done (`enforced: false`, its reason and rule)."""
+    decision = trace.redirects[-1].decision if trace.redirects else url_decision
+    relaxed = trace.decision
+    if decision.reason is None and relaxed is not None and not relaxed.enforced:
+        return relaxed
+    return decision
 
 
 def render_text(body: Mapping[str, Any]) -> str:

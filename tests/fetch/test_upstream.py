@@ -8,57 +8,15 @@ import asyncio
 import pytest
 
 from gateway.errors import PolicyDeniedError, UpstreamError, UpstreamUnreachableError
+from gateway.fetch.http1 import BadResponseError
 from gateway.fetch.resolver import parse_static_hosts
-from gateway.fetch.upstream import BadResponseError, UpstreamPool, request_head
+from gateway.fetch.upstream import UpstreamPool, request_head
 from gateway.policy.model import Timeouts
 from gateway.policy.urls import parse_url
 from tests.policy.conftest import make_policy
+from tests.upstream import ScriptedUpstream as Script
 
 HOSTS = parse_static_hosts({"site.example.com": ["127.0.0.1"], "lan.example.com": ["10.0.0.5"]})
-
-
-class Script:
-    """A raw upstream: each connection reads request heads and answers each with the next
-    scripted reply (bytes, sent in `pieces` with a pause between), closing when told."""
-
-    def __init__(self, replies: list[bytes], *, close_after: bool = False, drip: int = 0):
-        self.replies = replies
-        self.close_after = close_after
-        self.drip = drip
-        self.connections = 0
-        self.requests: list[bytes] = []
-        self.server: asyncio.Server | None = None
-
-    async def start(self) -> int:
-        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
-        return self.server.sockets[0].getsockname()[1]
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        try:
-            while self.replies:
-                head = await reader.readuntil(b"\r\n\r\n")
-                self.requests.append(head)
-                reply = self.replies.pop(0)
-                if self.drip:
-                    for i in range(0, len(reply), self.drip):
-                        writer.write(reply[i : i + self.drip])
-                        await writer.drain()
-                        await asyncio.sleep(0.001)
-                else:
-                    writer.write(reply)
-                    await writer.drain()
-                framed = b"Content-Length" in reply or b"chunked" in reply or b" 204 " in reply
-                if self.close_after or not framed:
-                    break  # a close-delimited body ends only when the connection does
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    async def close(self) -> None:
-        assert self.server is not None
-        self.server.close()
 
 
 class Sink:

@@ -492,3 +492,38 @@ async def test_content_sha256_is_of_the_text_between_the_markers(
     assert content == text
     assert env["content_sha256"] == hashlib.sha256(text.encode()).hexdigest()
     assert env["body_sha256"] == hashlib.sha256(body).hexdigest()
+
+
+@pytest.mark.parametrize("mode", ["report", "enforce"])
+async def test_report_mode_records_a_content_type_it_would_refuse(
+    upstream, write_policy, make_config, aiohttp_client, mode
+) -> None:
+    """Report mode lets an image through, and the record says what enforcing would have done:
+    decision deny, enforced false, the content type's reason and rule."""
+    from gateway.runtime import Services
+    from gateway.server.app import make_app
+    from tests.conftest import loopback_policy
+
+    policy = loopback_policy(upstream.port, f"mode: {mode}\n")
+    services = Services(make_config(write_policy(policy)))
+    services.open()
+    try:
+        client = await aiohttp_client(make_app(services))
+        response, body = await post_fetch(client, url=page_url(upstream, "/image"))
+        records = [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
+    finally:
+        await services.close()
+    assert len(records) == 1
+    block = records[0]["policy"]
+    assert block["reason"] == "content_type_not_allowed"
+    assert block["rule"] == "limits.content_types"
+    assert block["decision"] == "deny"
+    if mode == "report":
+        assert response.status == 200, body
+        assert block["enforced"] is False
+        assert records[0]["event"]["outcome"] == "success"
+        assert body["envelope"]["policy"]["rule"] == "limits.content_types"
+    else:
+        assert response.status == 403
+        assert block["enforced"] is True
+        assert records[0]["event"]["type"] == ["denied"]

@@ -108,17 +108,22 @@ async def test_ambiguous_requests_are_refused(env, head, body) -> None:
     assert records[0]["event"]["outcome"] == "failure"
 
 
-async def test_header_timeout_closes_a_slow_head(tmp_path, make_config) -> None:
+async def test_header_timeout_answers_and_records_a_slow_head(tmp_path, make_config) -> None:
     from gateway.config import ServerConfig
 
     env = await start_env(tmp_path, make_config, server=ServerConfig(header_timeout=0.3))
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", env.port)
         writer.write(b"GET http://site.example.com/ HTT")
-        # The proxy closes it: an end of stream well within the bound (raw_exchange would
-        # return b"" on its own read timeout too, so it cannot tell the two apart).
-        assert await asyncio.wait_for(reader.read(), 3) == b""
+        # The proxy answers and closes: an end of stream well within the bound (raw_exchange
+        # would return on its own read timeout too, so it cannot tell the two apart).
+        raw = await asyncio.wait_for(reader.read(), 3)
         writer.close()
+        status, headers, _ = parse_head(raw)
+        assert status == 408 and headers["x-gateway-reason"] == "bad_request"
+        [record] = env.records("proxy_http")
+        assert record["error"]["code"] == "bad_request"
+        assert record["http"]["response"]["status_code"] == 408
     finally:
         await env.close()
 
