@@ -152,13 +152,14 @@ class ChunkedBody:
     (each size line written afresh, extensions and trailers never forwarded). `fields`: the
     field lines the head had (trailer fields count against the same MAX_HEADERS)."""
 
-    __slots__ = ("state", "left", "line", "trailer", "rechunk", "fields")
+    __slots__ = ("state", "left", "line", "trailer", "rechunk", "fields", "data")
 
     def __init__(self, *, rechunk: bool = False, fields: int = 0) -> None:
         self.rechunk = rechunk
         self.fields = fields
         self.state = _SIZE
         self.left = 0
+        self.data = 0  # chunk data bytes so far (the body, without its framing)
         self.line = bytearray()
         self.trailer = 0
 
@@ -181,6 +182,7 @@ class ChunkedBody:
                 out.append(view[pos : pos + take])
                 pos += take
                 self.left -= take
+                self.data += take
                 if self.left == 0:
                     self.state = _CRLF
                 continue

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from typing import Protocol
 
-from gateway.errors import UpstreamError, UpstreamUnreachableError
+from gateway.errors import ResponseTooLargeError, UpstreamError, UpstreamUnreachableError
 from gateway.fetch.http1 import ChunkedBody, HeadReader, ResponseHead
 from gateway.fetch.resolver import StaticHosts
 from gateway.fetch.tunnel import open_tunnel
@@ -80,6 +80,8 @@ class UpstreamConnection(asyncio.Protocol):
         "paused",
         "reusable",
         "rechunk",
+        "limit",
+        "relayed",
     )
 
     def __init__(self) -> None:
@@ -105,6 +107,8 @@ class UpstreamConnection(asyncio.Protocol):
         self.paused = False
         self.reusable = False
         self.rechunk = False
+        self.limit: int | None = None  # the most body bytes a pipe relays
+        self.relayed = 0  # body bytes of a close-delimited body relayed so far
 
     # --- transport events ---------------------------------------------------------------
 
@@ -187,13 +191,24 @@ class UpstreamConnection(asyncio.Protocol):
         self._wake()
 
     async def pipe(
-        self, sink: Sink, prefix: bytes, touch: Callable[[], None] | None, rechunk: bool
+        self,
+        sink: Sink,
+        prefix: bytes,
+        touch: Callable[[], None] | None,
+        rechunk: bool,
+        limit: int | None = None,
     ) -> None:
         """The body into `sink`, `prefix` (the client's response head) with its first bytes.
         `rechunk`: the client gets chunked framing (a chunked or close-delimited upstream body
-        to an HTTP/1.1 client). Raises what ended it early."""
+        to an HTTP/1.1 client). `limit`: past this many body bytes the pipe stops, relaying
+        no more than that, and raises ResponseTooLargeError (a Content-Length body is the
+        caller's to check against it on the head). Raises what ended it early."""
         self.sink, self.pending, self.touch = sink, prefix, touch
-        self.rechunk = rechunk
+        self.rechunk, self.limit, self.relayed = rechunk, limit, 0
+        if limit is not None and self.framing == _LENGTH and self.left > limit:
+            self.pending = None  # nothing of it reaches the client
+            self._over_limit()
+            raise ResponseTooLargeError(f"the response is {self.left} bytes", rule=None)
         if self.framing == _CHUNKED and self.head is not None:
             self.chunks = ChunkedBody(rechunk=rechunk, fields=len(self.head.headers))
         self.state = _BODY
@@ -245,13 +260,29 @@ class UpstreamConnection(asyncio.Protocol):
         elif framing == _CHUNKED:
             self._chunks(data)
         else:
+            limit = self.limit
+            if limit is not None:
+                self.relayed += len(data)
+                if self.relayed > limit:
+                    data = data[: len(data) - (self.relayed - limit)]
+                    if data:
+                        self._out(b"%x\r\n%b\r\n" % (len(data), data) if self.rechunk else data)
+                    self._over_limit()
+                    return
             self._out(b"%x\r\n%b\r\n" % (len(data), data) if self.rechunk else data)
+
+    def _over_limit(self) -> None:
+        self._flush_pending()
+        self._fail(ResponseTooLargeError(f"the response passed {self.limit} bytes", rule=None))
 
     def _chunks(self, data: bytes) -> None:
         chunks = self.chunks
         assert chunks is not None
         out: list[bytes | memoryview] = []
         used = chunks.feed(data, out)
+        if self.limit is not None and chunks.data > self.limit:
+            self._over_limit()  # the chunks that crossed the cap are not relayed
+            return
         if out:
             self._out(b"".join(out))
         if chunks.done:

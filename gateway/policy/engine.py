@@ -6,6 +6,8 @@ The order (docs/policy-reference.md, Decisions), first match wins:
 2. the tool is enabled                             tool_disabled          `tools.<Tool>.enabled`
    the scheme                                      scheme_not_allowed     `schemes`
    the port                                        port_not_allowed       `ports`
+   (a CONNECT: first the gateway configuration's  port_not_allowed       `proxy.connect_ports`
+   connect ports, which the caller passes in)
    for proxied plain HTTP, the method              method_not_allowed     `methods`
 2b. outbound data (dlp.py): the URL as sent,       sensitive_data         `dlp.<detector>`
    a search query, a proxied request's headers
@@ -26,6 +28,7 @@ The order (docs/policy-reference.md, Decisions), first match wins:
    the downgrade rule                              redirect_downgrade  `redirects.allow_downgrade`
    after the response head, the content type       content_type_not_allowed
                                                                        `limits.content_types`
+   (a proxied plain-HTTP response: `proxy_limits.content_types`, when the policy sets it)
 
 Report mode relaxes steps 2 (scheme, port, method) and 3, and the content type: the decision
 is `allowed` with `enforced: False` and keeps the reason and rule that would have denied.
@@ -89,6 +92,10 @@ RELAXED_IN_REPORT_MODE = frozenset(
     }
 )
 
+# Rules that live in the gateway configuration, not the policy; a refusal names it as such.
+CONNECT_PORTS_RULE = "proxy.connect_ports"
+CONFIG_RULES = frozenset({CONNECT_PORTS_RULE})
+
 _DESCRIPTIONS = {
     Reason.INVALID_URL: "the URL is not valid",
     Reason.TOOL_DISABLED: "the tool is disabled",
@@ -134,7 +141,11 @@ class Decision:
     def describe(self) -> str:
         if self.reason is None:
             return f"allowed by {self.rule} of policy {self.policy_name!r}"
-        text = f"{_DESCRIPTIONS[self.reason]} by policy {self.policy_name!r} ({self.rule})"
+        if self.rule in CONFIG_RULES:
+            by = f"by the gateway configuration ({self.rule}; policy {self.policy_name!r})"
+        else:
+            by = f"by policy {self.policy_name!r} ({self.rule})"
+        text = f"{_DESCRIPTIONS[self.reason]} {by}"
         if self.detail:
             text += f": {self.detail}"
         if self.message:
@@ -221,11 +232,22 @@ def decide_target(
     tool: str | None = "WebFetch",
     method: str | None = None,
     sent: str | None = None,
+    connect_ports: Collection[int] | None = None,
 ) -> Decision:
     """Steps 2-3 for an already parsed target (redirect hops, CONNECT); `sent` is the URL as
-    the agent wrote it (for a CONNECT, `https://host:port`), which step 2b looks at."""
+    the agent wrote it (for a CONNECT, `https://host:port`), which step 2b looks at.
+    `connect_ports` (a CONNECT only) are the gateway configuration's `proxy.connect_ports`,
+    checked before the policy's own rules, refused and relaxed in report mode as they are."""
     if tool is not None and not policy.tool(tool).enabled:
         return _tool_disabled(policy, tool)
+    if connect_ports is not None and target.port not in connect_ports:
+        ports = ", ".join(map(str, connect_ports)) or "none"
+        return _deny(
+            policy,
+            Reason.PORT_NOT_ALLOWED,
+            CONNECT_PORTS_RULE,
+            detail=f"{target.port} (tunnels go to {ports})",
+        )
     if target.scheme not in policy.schemes:
         return _deny(policy, Reason.SCHEME_NOT_ALLOWED, "schemes", detail=target.scheme)
     if target.port not in policy.ports:
@@ -388,16 +410,26 @@ def explain_answer(url_decision: Decision, answer_decision: Decision) -> Decisio
 
 def decide_content_type(policy: Policy, content_type: str | None) -> Decision:
     """After the response head: the bare media type against `limits.content_types`."""
+    return _decide_media(policy, content_type, policy.limits.content_types, "limits.content_types")
+
+
+def decide_proxied_content_type(policy: Policy, content_type: str | None) -> Decision:
+    """After a proxied plain-HTTP response's head: `proxy_limits.content_types`, which allows
+    every type when the policy leaves it unset (null)."""
+    patterns = policy.proxy_limits.content_types
+    if patterns is None:
+        return _allow(policy, "proxy_limits.content_types")
+    return _decide_media(policy, content_type, patterns, "proxy_limits.content_types")
+
+
+def _decide_media(
+    policy: Policy, content_type: str | None, patterns: Sequence[str], rule: str
+) -> Decision:
     media = (content_type or "").split(";", 1)[0].strip().lower()
-    for pattern in policy.limits.content_types:
+    for pattern in patterns:
         if media and fnmatch.fnmatchcase(media, pattern):
-            return _allow(policy, "limits.content_types")
-    return _deny(
-        policy,
-        Reason.CONTENT_TYPE_NOT_ALLOWED,
-        "limits.content_types",
-        detail=media or "no content type",
-    )
+            return _allow(policy, rule)
+    return _deny(policy, Reason.CONTENT_TYPE_NOT_ALLOWED, rule, detail=media or "no content type")
 
 
 def decide_tool(policy: Policy, tool: str) -> Decision:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gateway.policy.engine import Decision, Reason
+from gateway.policy.engine import CONNECT_PORTS_RULE, Decision, Reason
 
 # Address checks: their detail holds the address that decided, so a refusal drops it.
 ADDRESS_REASONS = frozenset(
@@ -42,7 +42,7 @@ _HOW_TO_ALLOW = {
     "tool_disabled": "set {rule}: true",
     "redirect_limit": "raise redirects.max",
     "redirect_downgrade": "set redirects.allow_downgrade: true",
-    "content_type_not_allowed": "add the media type to limits.content_types",
+    "content_type_not_allowed": "add the media type to {rule}",
     "not_tls": "set proxy.require_tls: false in the gateway configuration",
     "sni_mismatch": _NEVER + ": a tunnel's TLS server name must be its CONNECT host",
     "sensitive_data": "if it is no secret, change {rule} or set dlp.mode: report",
@@ -50,7 +50,7 @@ _HOW_TO_ALLOW = {
 
 # Rules that live in the gateway configuration rather than the policy file.
 _CONFIG_RULES = {
-    "proxy.connect_ports": "add the port to proxy.connect_ports in the gateway configuration",
+    CONNECT_PORTS_RULE: "add the port to proxy.connect_ports in the gateway configuration",
 }
 
 

@@ -26,6 +26,7 @@ from gateway.policy.model import (
     Limits,
     Mode,
     Policy,
+    ProxyLimits,
     ResultsHandling,
     Timeouts,
     ToolSettings,
@@ -265,6 +266,14 @@ _POLICY_FIELDS: dict[str, Field] = {
             ),
         }
     ),
+    "proxy_limits": section_field(
+        {
+            "max_response_bytes": integer_field(None, minimum=1),
+            "content_types": Field(
+                _list_of(_content_type, shown=lambda _, node: repr(node.value)), None
+            ),
+        }
+    ),
     "tools": Field(_read_tools, None, read_absent=True),
     "dlp": dlp_field(),
 }
@@ -277,7 +286,7 @@ def _compile(
     w: Walker, top: Section, *, source: str, default_name: str, data: bytes
 ) -> Policy | None:
     domains, networks = top["domains"], top["networks"]
-    timeouts, limits = top["timeouts"], top["limits"]
+    timeouts, limits, proxy_limits = top["timeouts"], top["limits"], top["proxy_limits"]
     check_cross_lists(w, domains, networks)
     if timeouts.valid("connect", "total") and timeouts["total"] < timeouts["connect"]:
         w.error(
@@ -329,6 +338,10 @@ def _compile(
             limits["default_max_chars"],
             limits["max_chars"],
             tuple(limits["content_types"]),
+        ),
+        proxy_limits=ProxyLimits(
+            proxy_limits["max_response_bytes"],
+            None if proxy_limits["content_types"] is None else tuple(proxy_limits["content_types"]),
         ),
         tools=MappingProxyType(settings),
         dlp=dlp,

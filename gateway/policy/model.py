@@ -78,6 +78,16 @@ class Limits:
     content_types: tuple[str, ...] = DEFAULT_CONTENT_TYPES
 
 
+@dataclass(frozen=True, slots=True)
+class ProxyLimits:
+    """Caps on what the forward proxy relays for a plain-HTTP request, off (None) by default
+    so package managers keep working: proxied traffic streams, so the cap on bytes cuts the
+    stream past it, and the content types are checked on the response head."""
+
+    max_response_bytes: int | None = None
+    content_types: tuple[str, ...] | None = None
+
+
 _DISABLED = ToolSettings(False)
 
 
@@ -111,6 +121,7 @@ class Policy:
     allow_downgrade: bool = False
     timeouts: Timeouts = Timeouts()
     limits: Limits = Limits()
+    proxy_limits: ProxyLimits = ProxyLimits()
     tools: Mapping[str, ToolSettings] = field(default_factory=default_tools)
     dlp: DlpSettings = DlpSettings()  # outbound data-loss prevention; off unless set
     # Indexes built from the rules above; lookups cost one probe per label.

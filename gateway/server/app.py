@@ -25,9 +25,9 @@ from gateway.errors import (
     WrongMethodError,
 )
 from gateway.runtime import ClientIdentity, Services
-from gateway.server.proxy_records import auth_failure_record
 from gateway.tools import jsonwire
 from gateway.tools.context import CallContext
+from gateway.tools.records import auth_failure_record
 
 SERVICES = web.AppKey("services", Services)
 REQUEST_ID = web.RequestKey("request_id", str)

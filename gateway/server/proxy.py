@@ -14,10 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import ipaddress
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from gateway.errors import (
@@ -30,7 +29,6 @@ from gateway.errors import (
 from gateway.fetch.http1 import unfinished_head_problem
 from gateway.fetch.upstream import UpstreamPool
 from gateway.limits import FREE_LEASE, InMemoryLimiter, Lease, Limiter
-from gateway.policy.engine import decide_address, decide_target
 from gateway.policy.model import Policy
 from gateway.policy.urls import Target
 from gateway.runtime import ClientIdentity, PolicyState, Services
@@ -44,9 +42,10 @@ from gateway.server.proxy_http import (
     RequestHead,
     parse_request_head,
 )
-from gateway.server.proxy_records import new_event_id, proxy_record
 from gateway.server.proxy_responses import plain_response
 from gateway.server.proxy_tunnel import Tunnel
+from gateway.tools import forward
+from gateway.tools.records import new_event_id, proxy_record
 
 log = logging.getLogger("gateway.proxy")
 
@@ -601,8 +600,11 @@ class ForwardProxy:
         """After a reload: close tunnels and idle keep-alive connections whose client was
         removed (or changed token) or whose destination the new policy denies. Requests in
         flight finish under the policy they started with."""
+        connect_ports = self.proxy_config.connect_ports
         for tunnel in list(self.tunnels):
-            why = self._still_allowed(new, tunnel.client, tunnel.target, str(tunnel.ip))
+            why = self._still_allowed(
+                new, tunnel.client, tunnel.target, str(tunnel.ip), connect_ports
+            )
             if why is not None:
                 tunnel.close(why)
         for conn in list(self.connections):
@@ -621,8 +623,10 @@ class ForwardProxy:
         client: ClientIdentity | None,
         target: Target | None,
         ip: str | None,
+        connect_ports: Collection[int] | None = None,
     ) -> str | None:
-        """None when a connection may stay open under `state`, else why it must close."""
+        """None when a connection may stay open under `state`, else why it must close: its
+        client is gone, or the use case's decision under the client's new policy refuses."""
         if client is None:
             if state.auth_required:
                 return "client_removed"
@@ -642,15 +646,14 @@ class ForwardProxy:
             policy = current.policy
         if target is None:
             return None
-        decision = decide_target(policy, target, tool=None)
-        if decision.allowed and ip is not None:
-            decision = decide_address(
-                policy,
-                ipaddress.ip_address(ip),
-                target.port,
-                own_addresses=self.services.fetcher.own_addresses,
-            )
-        return None if decision.allowed else "policy_reload"
+        allowed = forward.still_allowed(
+            policy,
+            target,
+            ip,
+            own_addresses=self.services.fetcher.own_addresses,
+            connect_ports=connect_ports,
+        )
+        return None if allowed else "policy_reload"
 
     async def drain(self) -> None:
         """Stop accepting, close idle keep-alive connections; requests and tunnels in flight

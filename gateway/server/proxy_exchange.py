@@ -17,6 +17,7 @@ from gateway.errors import (
     PolicyDeniedError,
     RateLimitedError,
     RequestTooLargeError,
+    ResponseTooLargeError,
     UnauthorizedError,
     UnavailableError,
     UpstreamTimeoutError,
@@ -26,45 +27,25 @@ from gateway.fetch.http1 import has_body
 from gateway.fetch.tunnel import open_tunnel
 from gateway.fetch.upstream import request_head
 from gateway.limits import Lease
-from gateway.policy.dlp import UNTRUSTED_HOST, DlpMode
-from gateway.policy.engine import (
-    Decision,
-    Reason,
-    decide_target,
-    decide_untrusted_host,
-    decide_url,
-    with_finding,
-)
-from gateway.policy.hints import refusal_text
+from gateway.policy.engine import Decision, Reason
 from gateway.policy.model import Policy
-from gateway.policy.urls import InvalidURLError, Target, parse_url
+from gateway.policy.urls import Target
 from gateway.runtime import ClientIdentity
 from gateway.server.proxy_auth import REALM, claimed_user
 from gateway.server.proxy_http import BadRequestError, RequestHead
-from gateway.server.proxy_records import auth_failure_record, new_event_id, proxy_record
 from gateway.server.proxy_responses import (
     one_line,
     plain_response,
     response_head,
 )
 from gateway.server.proxy_tunnel import Tunnel, UpstreamSide
+from gateway.tools import forward
+from gateway.tools.records import auth_failure_record, new_event_id, proxy_record
 
 if TYPE_CHECKING:
     from gateway.server.proxy import ForwardProxy, ProxyConnection
 
 log = logging.getLogger("gateway.proxy")
-
-
-def same_authority(host_header: str, target: Target, request_target: str = "") -> bool:
-    """Whether a Host header names the same host and port as the absolute URI."""
-    authority = request_target.partition("://")[2].partition("/")[0]
-    if authority and "@" not in authority and host_header.lower() == authority.lower():
-        return True  # the usual case, spelled alike: no second parse
-    try:
-        parsed = parse_url(f"{target.scheme}://{host_header}/")
-    except InvalidURLError:
-        return False
-    return parsed.host == target.host and parsed.port == target.port and "/" not in host_header
 
 
 class IdleWatch:
@@ -173,21 +154,14 @@ class Exchange:
     async def provenance(
         self, policy: Policy, decision: Decision, target: Target, sent: str | None
     ) -> Decision:
-        """dlp.untrusted_hosts: a request carrying secret-shaped data (`sent`, a plain-HTTP
-        request's URL) to a host this client has only seen inside web content is flagged;
-        any other allowed request marks its host as one the client asked for itself."""
-        if policy.dlp.untrusted_hosts is DlpMode.OFF:
-            return decision
-        sightings = self.proxy.services.sightings
-        client = self.client_id or "anonymous"
-        if sent is not None:
-            seen = await sightings.only_from_content(client, target.host)
-            decision = decide_untrusted_host(
-                policy, decision, target, sent, only_from_content=seen
-            )
-        if decision.dlp is None or decision.dlp.detector != UNTRUSTED_HOST:
-            await sightings.requested(client, target.host)
-        return decision
+        return await forward.check_provenance(
+            policy,
+            self.proxy.services.sightings,
+            self.client_id or "anonymous",
+            decision,
+            target,
+            sent,
+        )
 
     def audit(self, record: dict[str, Any]) -> None:
         """Write this request's record (raises AuditWriteError), noting that it has one."""
@@ -284,7 +258,7 @@ class Exchange:
             400 if invalid else 403,
             str(decision.reason),
             decision.rule,
-            "refused by the gateway: " + refusal_text(decision),
+            forward.refusal_message(decision),
             True,
         )
 
@@ -327,12 +301,10 @@ class Exchange:
             else:
                 message = "the request target is not an absolute http:// URL"
             return self.fail(400, "bad_request", message, True)
-        decision, target = decide_url(policy, head.target, tool=None, method=head.method)
-        if target is not None and decision.allowed and policy.dlp.active:
-            # Step 2b for the rest of what is sent: the end-to-end headers.
-            finding = policy.dlp.scan_headers(head.forwarded_headers())
-            if finding is not None:
-                decision = with_finding(policy, decision, finding)
+        decision, target = forward.decide_request(
+            policy, head.target, head.method, head.forwarded_headers()
+        )
+        if target is not None:
             decision = await self.provenance(policy, decision, target, head.target)
         if target is None or not decision.allowed:
             return self.deny(decision, target)
@@ -341,7 +313,7 @@ class Exchange:
             host = head.get("host")
         except BadRequestError as exc:
             return self.fail(400, "bad_request", str(exc), False)
-        if host is not None and not same_authority(host, target, head.target):
+        if host is not None and not forward.same_authority(host, target, head.target):
             return self.fail(
                 400,
                 "bad_request",
@@ -371,11 +343,11 @@ class Exchange:
                 return self.fail(400, "bad_request", str(exc), False)
             except RequestTooLargeError as exc:
                 return self.fail(413, "request_too_large", exc.message, False)
-            if body and policy.dlp.active and policy.dlp.body_prefix_bytes:
+            if body:
                 # Nothing has gone upstream yet: the prefix is judged before a byte leaves.
-                finding = policy.dlp.scan_body(body[: policy.dlp.body_prefix_bytes])
-                if finding is not None:
-                    decision = with_finding(policy, decision, finding)
+                judged = forward.decide_body(policy, decision, body)
+                if judged is not decision:
+                    decision = judged
                     self.allowed = (decision, target)
                     if not decision.allowed:
                         return self.deny(decision, target)
@@ -433,6 +405,17 @@ class Exchange:
             out, keep_alive, chunked, length = response_head(
                 response.status, response.reason.decode("latin-1"), response.headers, head
             )
+            body = has_body(head.method, response.status)
+            cap = forward.response_byte_cap(policy)
+            if body and policy.proxy_limits.content_types is not None:
+                # proxy_limits: judged on the head, before a byte of the body is relayed.
+                judged = forward.decide_response_head(policy, _content_type(response.headers))
+                if not judged.allowed:
+                    return self.deny(judged, target)
+                if judged.reason is not None:
+                    decision = judged  # report mode: recorded as the would-be denial
+            if body and cap is not None and length is not None and length > cap:
+                return self._too_large(decision, target, upstream.ip, length)
             record = self.record(
                 decision=decision,
                 status=response.status,
@@ -444,17 +427,24 @@ class Exchange:
             except AuditWriteError as exc:
                 return self.reply(503, "unavailable", None, exc.message, False)
             watch.streaming = True
-            if not has_body(head.method, response.status):
+            if not body:
                 conn.write(out)
                 await upstream.pipe(conn, b"", None, False)
                 return keep_alive
             max_duration = proxy.proxy_config.tunnel_max_duration
             if max_duration is None:
-                await upstream.pipe(conn, out, watch.touch, chunked)
+                await upstream.pipe(conn, out, watch.touch, chunked, cap)
             else:
                 async with asyncio.timeout(max_duration):
-                    await upstream.pipe(conn, out, watch.touch, chunked)
+                    await upstream.pipe(conn, out, watch.touch, chunked, cap)
             return keep_alive
+        except ResponseTooLargeError:
+            # Past proxy_limits.max_response_bytes while streaming: the response is cut (its
+            # head is out) and a second record, with the request's trace id, says so.
+            if conn.transport is not None:
+                conn.transport.abort()
+            self._cut(decision, target, upstream.ip, upstream.head.status if upstream.head else 0)
+            return False
         except (GatewayError, TimeoutError, OSError):
             # The head is out: an upstream failure can only cut the response short.
             if conn.transport is not None:
@@ -463,32 +453,53 @@ class Exchange:
         finally:
             upstream.release()
 
+    def _too_large(self, decision: Decision, target: Target, ip: str, length: int) -> bool:
+        """A Content-Length past proxy_limits.max_response_bytes: refused before the body."""
+        assert self.policy is not None
+        error = forward.too_large(self.policy, length)
+        record = self.record(
+            decision=decision,
+            error=error,
+            status=error.http_status,
+            destination=_destination(target, ip),
+        )
+        return self.audited_reply(
+            record, error.http_status, error.code, error.rule, error.message, False
+        )
+
+    def _cut(self, decision: Decision, target: Target, ip: str, status: int) -> None:
+        assert self.policy is not None
+        error = forward.too_large(self.policy)
+        record = self.record(
+            decision=decision,
+            error=error,
+            status=status,
+            response_bytes=forward.response_byte_cap(self.policy),
+            destination=_destination(target, ip),
+        )
+        record["event"]["id"] = new_event_id()  # the first record has the request's id
+        try:
+            self.audit(record)
+        except AuditWriteError:
+            log.error(
+                "could not write the record of a cut proxy response",
+                extra={"event_id": self.event_id},
+            )
+
     # --- CONNECT ------------------------------------------------------------------------
 
     async def connect(self) -> bool:
         policy = self.policy
         assert policy is not None
-        target = _connect_target(self.head.target)
+        target = forward.connect_target(self.head.target)
         if target is None:
             return self.fail(
                 400, "bad_request", "CONNECT needs host:port (e.g. CONNECT example.com:443)", False
             )
-        config = self.proxy.proxy_config
-        if target.port not in config.connect_ports:
-            decision = Decision(
-                False,
-                Reason.PORT_NOT_ALLOWED,
-                "proxy.connect_ports",
-                policy.name,
-                policy.sha256,
-                detail=f"{target.port} (tunnels go to {', '.join(map(str, config.connect_ports))})",
-            )
-        else:
-            decision = decide_target(
-                policy, target, tool=None, sent=f"https://{self.head.target}"
-            )
-        if decision.allowed and policy.dlp.active:
-            decision = await self.provenance(policy, decision, target, None)
+        decision = forward.decide_connect(
+            policy, target, self.head.target, self.proxy.proxy_config.connect_ports
+        )
+        decision = await self.provenance(policy, decision, target, None)
         if not decision.allowed:
             self.deny(decision, target)
             return False
@@ -558,20 +569,6 @@ class Exchange:
         return True
 
 
-def _connect_target(authority: str) -> Target | None:
-    """`host:port` of a CONNECT; None for anything else (paths, user info, no port)."""
-    if any(c in authority for c in "/?#@\\") or not authority:
-        return None
-    host, colon, port = authority.rpartition(":")
-    if not colon or not port.isdigit() or not host or (host.count(":") and host[0] != "["):
-        return None
-    try:
-        target = parse_url(f"https://{authority}/")
-    except InvalidURLError:
-        return None
-    return target if target.port == int(port) else None
-
-
 def _upstream_headers(head: RequestHead, user_agent: str) -> list[tuple[str, str]]:
     """The end-to-end headers for the upstream, repeated names joined (RFC 9110 5.3), with
     the gateway's User-Agent and Accept where the client sent none."""
@@ -591,6 +588,13 @@ def _upstream_headers(head: RequestHead, user_agent: str) -> list[tuple[str, str
     if "user-agent" not in merged:
         headers.insert(0, ("User-Agent", user_agent))
     return headers
+
+
+def _content_type(headers: Any) -> str | None:
+    for name, value in headers:
+        if len(name) == 12 and name.lower() == b"content-type":
+            return str(value.decode("latin-1"))
+    return None
 
 
 def _destination(target: Target | None, ip: str | None) -> dict[str, Any] | None:

@@ -20,7 +20,6 @@ from gateway.policy.addresses import IPAddress
 from gateway.policy.engine import Decision, Reason
 from gateway.policy.model import Policy
 from gateway.policy.urls import Target
-from gateway.server.proxy_records import tunnel_close_record
 from gateway.server.proxy_splice import SPLICE_AVAILABLE, SplicePump
 from gateway.server.tls_hello import (
     MAX_HELLO_BYTES,
@@ -28,6 +27,7 @@ from gateway.server.tls_hello import (
     NotTLSError,
     parse_client_hello,
 )
+from gateway.tools.records import tunnel_close_record
 
 if TYPE_CHECKING:
     from gateway.runtime import ClientIdentity

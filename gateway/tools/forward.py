@@ -1,0 +1,155 @@
+"""Forward traffic as a use case: every decision the proxy port's adapter asks for, free of
+any transport. A plain `http://` request (its line, headers and body prefix), a CONNECT
+(the gateway configuration's `proxy.connect_ports` applied by the engine, so report mode and
+explain see it), a response head (`proxy_limits`), and, after a reload, whether a live tunnel
+or keep-alive connection may stay open. The adapter (`server/proxy*`) parses, asks here,
+relays bytes, and writes the records `tools/records.py` builds.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Collection, Iterable
+
+from gateway.errors import ResponseTooLargeError
+from gateway.policy.dlp import UNTRUSTED_HOST, DlpMode
+from gateway.policy.engine import (
+    Decision,
+    decide_address,
+    decide_proxied_content_type,
+    decide_target,
+    decide_untrusted_host,
+    decide_url,
+    with_finding,
+)
+from gateway.policy.hints import refusal_text
+from gateway.policy.model import IPNetwork, Policy
+from gateway.policy.urls import InvalidURLError, Target, parse_url
+from gateway.tools.sightings import HostSightings
+
+MAX_RESPONSE_BYTES_RULE = "proxy_limits.max_response_bytes"
+
+
+def decide_request(
+    policy: Policy, url: str, method: str, headers: Iterable[tuple[str, str]]
+) -> tuple[Decision, Target | None]:
+    """Steps 1-3 for an absolute-form request, `methods` included, then step 2b on its
+    end-to-end `headers` (the request line's URL is scanned by the engine itself)."""
+    decision, target = decide_url(policy, url, tool=None, method=method)
+    if target is not None and decision.allowed and policy.dlp.active:
+        finding = policy.dlp.scan_headers(headers)
+        if finding is not None:
+            decision = with_finding(policy, decision, finding)
+    return decision, target
+
+
+def decide_body(policy: Policy, decision: Decision, body: bytes) -> Decision:
+    """Step 2b on a request body's first `dlp.body_prefix_bytes`, before a byte leaves."""
+    if not body or not policy.dlp.active or not policy.dlp.body_prefix_bytes:
+        return decision
+    finding = policy.dlp.scan_body(body[: policy.dlp.body_prefix_bytes])
+    return decision if finding is None else with_finding(policy, decision, finding)
+
+
+def connect_target(authority: str) -> Target | None:
+    """`host:port` of a CONNECT; None for anything else (paths, user info, no port)."""
+    if any(c in authority for c in "/?#@\\") or not authority:
+        return None
+    host, colon, port = authority.rpartition(":")
+    if not colon or not port.isdigit() or not host or (host.count(":") and host[0] != "["):
+        return None
+    try:
+        target = parse_url(f"https://{authority}/")
+    except InvalidURLError:
+        return None
+    return target if target.port == int(port) else None
+
+
+def decide_connect(
+    policy: Policy, target: Target, authority: str, connect_ports: Collection[int]
+) -> Decision:
+    """Steps 2-3 for a tunnel: `proxy.connect_ports`, then the policy's scheme, ports, DLP on
+    the CONNECT host (as `https://host:port`) and domain rules."""
+    return decide_target(
+        policy, target, tool=None, sent=f"https://{authority}", connect_ports=connect_ports
+    )
+
+
+def same_authority(host_header: str, target: Target, request_target: str = "") -> bool:
+    """Whether a Host header names the same host and port as the absolute URI."""
+    authority = request_target.partition("://")[2].partition("/")[0]
+    if authority and "@" not in authority and host_header.lower() == authority.lower():
+        return True  # the usual case, spelled alike: no second parse
+    try:
+        parsed = parse_url(f"{target.scheme}://{host_header}/")
+    except InvalidURLError:
+        return False
+    return parsed.host == target.host and parsed.port == target.port and "/" not in host_header
+
+
+async def check_provenance(
+    policy: Policy,
+    sightings: HostSightings,
+    client: str,
+    decision: Decision,
+    target: Target,
+    sent: str | None,
+) -> Decision:
+    """dlp.untrusted_hosts: a request carrying secret-shaped data (`sent`, a plain-HTTP
+    request's URL) to a host this client has only seen inside web content is flagged; any
+    other allowed request marks its host as one the client asked for itself."""
+    if not decision.allowed or not policy.dlp.active:
+        return decision
+    if policy.dlp.untrusted_hosts is DlpMode.OFF:
+        return decision
+    if sent is not None:
+        seen = await sightings.only_from_content(client, target.host)
+        decision = decide_untrusted_host(policy, decision, target, sent, only_from_content=seen)
+    if decision.dlp is None or decision.dlp.detector != UNTRUSTED_HOST:
+        await sightings.requested(client, target.host)
+    return decision
+
+
+def decide_response_head(policy: Policy, content_type: str | None) -> Decision:
+    """After a plain-HTTP response's head, before a byte of its body is relayed: its media
+    type against `proxy_limits.content_types` (every type when the policy leaves it unset)."""
+    return decide_proxied_content_type(policy, content_type)
+
+
+def response_byte_cap(policy: Policy) -> int | None:
+    """`proxy_limits.max_response_bytes`: the most body bytes relayed (None: no cap)."""
+    return policy.proxy_limits.max_response_bytes
+
+
+def too_large(policy: Policy, length: int | None = None) -> ResponseTooLargeError:
+    """The error of a response past `proxy_limits.max_response_bytes` (`length`: as announced
+    by its Content-Length, refused before the body; None: cut while streaming)."""
+    cap = policy.proxy_limits.max_response_bytes
+    said = f"the response is {length} bytes" if length is not None else "the response went on"
+    return ResponseTooLargeError(
+        f"{said}, past proxy_limits.max_response_bytes ({cap}) of policy {policy.name!r}",
+        rule=MAX_RESPONSE_BYTES_RULE,
+    )
+
+
+def refusal_message(decision: Decision) -> str:
+    """The one-line body of a refusal: the decision and how to allow it."""
+    return "refused by the gateway: " + refusal_text(decision)
+
+
+def still_allowed(
+    policy: Policy,
+    target: Target,
+    ip: str | None,
+    *,
+    own_addresses: Collection[tuple[IPNetwork, int]],
+    connect_ports: Collection[int] | None = None,
+) -> bool:
+    """After a reload: whether a live tunnel (`connect_ports` given) or a keep-alive
+    connection to `target`, connected to `ip`, may stay open under `policy`. Report mode
+    keeps open what it would have let open."""
+    decision = decide_target(policy, target, tool=None, connect_ports=connect_ports)
+    if decision.allowed and ip is not None:
+        address = ipaddress.ip_address(ip)
+        decision = decide_address(policy, address, target.port, own_addresses=own_addresses)
+    return decision.allowed
