@@ -1,0 +1,140 @@
+"""The policy's `proxy_limits` on the forward proxy, with curl against a loopback upstream: a
+plain-HTTP response's content type judged on its head (nothing of the body relayed when it is
+refused, report mode relaxing it), its bytes capped as they stream; and the CONNECT port rule
+of the gateway configuration, decided by the engine like every other rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.config import ProxyConfig
+from tests.server.proxy_env import curl, parse_head, start_env
+from tests.server.test_proxy_connect import open_tunnel
+
+
+async def _env(tmp_path, make_config, extra: str):
+    return await start_env(tmp_path, make_config, policy_extra=extra)
+
+
+async def test_a_content_type_outside_proxy_limits_is_refused_on_the_head(
+    tmp_path, make_config
+) -> None:
+    env = await _env(tmp_path, make_config, "proxy_limits: {content_types: [text/*]}\n")
+    try:
+        image = await curl("-x", env.proxy_url, env.url("/image"))
+        page = await curl("-x", env.proxy_url, env.url("/page"))
+    finally:
+        await env.close()
+    assert image.status == 403 and b"PNG" not in image.body
+    assert image.headers["x-gateway-reason"] == "content_type_not_allowed"
+    assert image.headers["x-gateway-rule"] == "proxy_limits.content_types"
+    assert b"image/png" in image.body and b"proxy_limits.content_types" in image.body
+    assert page.status == 200 and page.body == b"hello through the proxy"
+    refused, allowed = env.records("proxy_http")
+    assert refused["event"]["type"] == ["denied"]
+    assert (refused["policy"]["reason"], refused["policy"]["rule"]) == (
+        "content_type_not_allowed",
+        "proxy_limits.content_types",
+    )
+    assert refused["destination"]["domain"] == "site.example.com"
+    assert allowed["policy"]["decision"] == "allow"
+
+
+async def test_report_mode_relaxes_the_proxied_content_type(tmp_path, make_config) -> None:
+    extra = "mode: report\nproxy_limits: {content_types: [text/*]}\n"
+    env = await _env(tmp_path, make_config, extra)
+    try:
+        image = await curl("-x", env.proxy_url, env.url("/image"))
+    finally:
+        await env.close()
+    assert image.status == 200 and image.body.startswith(b"\x89PNG")
+    [record] = env.records("proxy_http")
+    assert record["event"]["type"] == ["allowed"]
+    assert record["policy"] | {"name": None, "sha256": None} == {
+        "name": None,
+        "sha256": None,
+        "decision": "deny",
+        "reason": "content_type_not_allowed",
+        "rule": "proxy_limits.content_types",
+        "enforced": False,
+    }
+
+
+async def test_a_content_length_past_the_cap_is_refused_before_the_body(
+    tmp_path, make_config
+) -> None:
+    env = await _env(tmp_path, make_config, "proxy_limits: {max_response_bytes: 1000}\n")
+    try:
+        big = await curl("-x", env.proxy_url, env.url("/big"))
+        page = await curl("-x", env.proxy_url, env.url("/page"))
+    finally:
+        await env.close()
+    assert big.status == 502 and b"bbbb" not in big.body
+    assert big.headers["x-gateway-reason"] == "response_too_large"
+    assert big.headers["x-gateway-rule"] == "proxy_limits.max_response_bytes"
+    assert page.status == 200
+    refused, allowed = env.records("proxy_http")
+    assert refused["error"]["code"] == "response_too_large"
+    assert "proxy_limits.max_response_bytes (1000)" in refused["error"]["message"]
+    assert refused["policy"]["rule"] == "domains.allow[0]"  # the destination was allowed
+    assert allowed["event"]["outcome"] == "success"
+
+
+async def test_a_streamed_body_past_the_cap_is_cut_and_the_cut_recorded(
+    tmp_path, make_config
+) -> None:
+    env = await _env(tmp_path, make_config, "proxy_limits: {max_response_bytes: 12}\n")
+    try:
+        cut = await curl("-x", env.proxy_url, env.url("/chunked"))
+        page = await curl("-x", env.proxy_url, env.url("/page"))  # 23 bytes, by Content-Length
+    finally:
+        await env.close()
+    assert cut.status == 200 and cut.code != 0  # the head went out; the body never ended
+    assert len(cut.body) <= 12 and b"part2" not in cut.body
+    assert page.status == 502  # Content-Length 23 > 12: refused on its head
+    started, ended = env.records("proxy_http")[:2]
+    assert started["event"]["outcome"] == "success"
+    assert ended["trace"]["id"] == started["trace"]["id"] == started["event"]["id"]
+    assert ended["event"]["id"] != started["event"]["id"]
+    assert ended["event"]["outcome"] == "failure" and ended["error"]["code"] == "response_too_large"
+    assert ended["http"]["response"] == {"status_code": 200, "bytes": 12}
+
+
+async def test_without_proxy_limits_nothing_is_capped(tmp_path, make_config) -> None:
+    env = await _env(tmp_path, make_config, "proxy_limits: {max_response_bytes: null}\n")
+    try:
+        image = await curl("-x", env.proxy_url, env.url("/image"))
+        chunked = await curl("-x", env.proxy_url, env.url("/chunked"))
+    finally:
+        await env.close()
+    assert image.status == 200 and chunked.body == b"part0;part1;part2;part3;part4;"
+
+
+@pytest.mark.parametrize("mode", ["enforce", "report"])
+async def test_connect_ports_are_the_engines_rule(tmp_path, make_config, mode) -> None:
+    env = await start_env(
+        tmp_path,
+        make_config,
+        policy_extra=f"mode: {mode}\n",
+        proxy=ProxyConfig(connect_ports=(443,)),
+    )
+    try:
+        env.proxy.proxy_config = ProxyConfig(connect_ports=(443,), require_tls=False)
+        reader, writer, head = await open_tunnel(env, f"site.example.com:{env.tls_port}")
+        status, headers, _ = parse_head(head)
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+        writer.close()
+    finally:
+        await env.close()
+    [record] = env.records("proxy_connect")
+    assert record["policy"]["reason"] == "port_not_allowed"
+    assert record["policy"]["rule"] == "proxy.connect_ports"
+    if mode == "enforce":
+        assert status == 403 and headers["x-gateway-rule"] == "proxy.connect_ports"
+        text = body.decode()
+        assert "by the gateway configuration (proxy.connect_ports" in text
+        assert "by policy" not in text
+        assert record["policy"]["enforced"] is True
+    else:  # report mode lets the tunnel open and records the would-be refusal
+        assert status == 200
+        assert record["policy"]["enforced"] is False and record["event"]["type"] == ["allowed"]
