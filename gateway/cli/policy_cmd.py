@@ -16,10 +16,11 @@ import ipaddress
 import json
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.config import ProxyConfig
 from gateway.policy.addresses import IPAddress
 from gateway.policy.engine import Decision, Reason, decide_answer, decide_url, explain_answer
 from gateway.policy.load import PolicyValidationError, load_policy_file
@@ -35,9 +36,23 @@ from gateway.policy.yamlsource import (
     read_bounded,
     string_field,
 )
+from gateway.tools import forward
 
 TOOLS = ("WebFetch", "WebSearch", "XSearch", "Research")
 MAX_CASES_BYTES = 4 << 20
+
+
+DEFAULT_CONNECT_PORTS = ProxyConfig().connect_ports
+
+
+def _port_list(text: str) -> tuple[int, ...]:
+    try:
+        ports = tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated port list") from None
+    if not ports or any(not 1 <= p <= 65535 for p in ports):
+        raise argparse.ArgumentTypeError(f"{text!r}: ports are 1 to 65535")
+    return ports
 
 
 def register(subparsers: Any) -> None:
@@ -59,7 +74,17 @@ def register(subparsers: Any) -> None:
         "--tool", choices=TOOLS, help="the tool asking (default WebFetch; none with --method)"
     )
     explain.add_argument(
-        "--method", help="judge as a forward-proxy request with this method (no tool asks)"
+        "--method",
+        help="judge as a forward-proxy request with this method (no tool asks); CONNECT"
+        " judges host:port as a tunnel",
+    )
+    explain.add_argument(
+        "--connect-ports",
+        type=_port_list,
+        default=DEFAULT_CONNECT_PORTS,
+        metavar="PORT,...",
+        help="the gateway configuration's proxy.connect_ports for --method CONNECT"
+        " (default: 443)",
     )
     explain.add_argument(
         "--resolve",
@@ -142,6 +167,7 @@ def judge(
     tool: str | None = None,
     method: str | None = None,
     addresses: Sequence[IPAddress] | None = None,
+    connect_ports: Collection[int] = DEFAULT_CONNECT_PORTS,
 ) -> Verdict:
     """Steps 1-3 for the URL, then step 4 for an IP literal or for the given addresses.
 
@@ -150,7 +176,9 @@ def judge(
     through a `networks.allow` exemption: then that rule is the one that mattered.
     """
     tool = asking_tool(tool, method)
-    decision, target, note = decide_proxied(policy, url, tool=tool, method=method)
+    decision, target, note = decide_proxied(
+        policy, url, tool=tool, method=method, connect_ports=connect_ports
+    )
     if not decision.allowed or target is None:
         return Verdict(decision, note=note)
     if target.ip is not None:
@@ -170,11 +198,20 @@ def asking_tool(tool: str | None, method: str | None) -> str | None:
 
 
 def decide_proxied(
-    policy: Policy, url: str, *, tool: str | None, method: str | None
+    policy: Policy,
+    url: str,
+    *,
+    tool: str | None,
+    method: str | None,
+    connect_ports: Collection[int] = DEFAULT_CONNECT_PORTS,
 ) -> tuple[Decision, Target | None, str | None]:
     """Steps 1-3, with `methods` only where the gateway sees the method, as the proxy does:
     a plain http:// request. An https URL reaches the proxy as a CONNECT tunnel, decided by
-    host, port and addresses; the method travels inside TLS. The note says so."""
+    host, port and addresses; the method travels inside TLS. The note says so. `CONNECT`
+    judges `host:port` (or an https URL's) as the proxy judges a tunnel, `connect_ports`
+    standing for the gateway configuration's `proxy.connect_ports`."""
+    if method is not None and method.upper() == "CONNECT":
+        return _decide_tunnel(policy, url, connect_ports)
     decision, target = decide_url(policy, url, tool=tool, method=method)
     if method is None or target is None or target.scheme == "http":
         return decision, target, None
@@ -186,6 +223,22 @@ def decide_proxied(
         "proxy requests only)"
     )
     return decision, target, note
+
+
+def _decide_tunnel(
+    policy: Policy, url: str, connect_ports: Collection[int]
+) -> tuple[Decision, Target | None, str | None]:
+    authority = url.partition("://")[2].partition("/")[0] if "://" in url else url
+    target = forward.connect_target(authority)
+    if target is None:  # the proxy answers 400
+        detail = f"a CONNECT names host:port (e.g. example.com:443), not {authority!r}"
+        decision = Decision(
+            False, Reason.INVALID_URL, "url", policy.name, policy.sha256, detail=detail
+        )
+        return decision, None, None
+    decision = forward.decide_connect(policy, target, authority, connect_ports)
+    ports = ", ".join(map(str, connect_ports))
+    return decision, target, f"as a CONNECT tunnel, with proxy.connect_ports: [{ports}]"
 
 
 def resolve(target: Target) -> tuple[IPAddress, ...]:
@@ -208,9 +261,12 @@ def run_explain(args: argparse.Namespace) -> int:
     if policy is None:
         return 2
     for url in args.urls:
-        verdict = judge(policy, url, tool=args.tool, method=args.method)
+        ports = args.connect_ports
+        verdict = judge(policy, url, tool=args.tool, method=args.method, connect_ports=ports)
         if args.resolve:
-            verdict = _resolve_and_judge(policy, url, verdict, tool=args.tool, method=args.method)
+            verdict = _resolve_and_judge(
+                policy, url, verdict, tool=args.tool, method=args.method, connect_ports=ports
+            )
         if args.json:
             print(json.dumps(_explain_record(url, verdict, resolved=args.resolve)))
         else:
@@ -219,10 +275,16 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def _resolve_and_judge(
-    policy: Policy, url: str, verdict: Verdict, *, tool: str | None, method: str | None
+    policy: Policy,
+    url: str,
+    verdict: Verdict,
+    *,
+    tool: str | None,
+    method: str | None,
+    connect_ports: Collection[int],
 ) -> Verdict:
     decision, target, note = decide_proxied(
-        policy, url, tool=asking_tool(tool, method), method=method
+        policy, url, tool=asking_tool(tool, method), method=method, connect_ports=connect_ports
     )
     # A denied name never reaches DNS, here as in the gateway; IP literals need no lookup.
     if not decision.allowed or target is None or target.ip is not None:
@@ -234,7 +296,9 @@ def _resolve_and_judge(
 
         error = f"lookup of {target.host} failed: {exc}{unresolved_hint(target.host)}"
         return Verdict(decision, lookup_error=error, note=note)
-    return judge(policy, url, tool=tool, method=method, addresses=addresses)
+    return judge(
+        policy, url, tool=tool, method=method, addresses=addresses, connect_ports=connect_ports
+    )
 
 
 def _explain_record(url: str, verdict: Verdict, *, resolved: bool) -> dict[str, Any]:

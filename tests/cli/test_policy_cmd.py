@@ -262,6 +262,79 @@ def test_explain_method_applies_to_plain_http_only(
     assert ("note: methods not checked" in text) == (not checked)
 
 
+@pytest.mark.parametrize(
+    ("mode", "ports", "authority", "decision", "reason", "rule", "enforced"),
+    [
+        ("enforce", None, "docs.python.org:443", "allow", None, "domains.allow[0]", True),
+        (
+            "enforce",
+            None,
+            "docs.python.org:8443",
+            "deny",
+            "port_not_allowed",
+            "proxy.connect_ports",
+            True,
+        ),
+        ("enforce", "443,8443", "docs.python.org:8443", "deny", "port_not_allowed", "ports", True),
+        (
+            "report",
+            None,
+            "https://docs.python.org:8443/x",
+            "deny",
+            "port_not_allowed",
+            "proxy.connect_ports",
+            False,
+        ),
+        ("enforce", None, "docs.python.org", "deny", "invalid_url", "url", True),
+    ],
+    ids=["allowed", "connect-port", "policy-port", "report", "no-port"],
+)
+def test_explain_connect_applies_the_gateway_configurations_ports(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    mode: str,
+    ports: str | None,
+    authority: str,
+    decision: str,
+    reason: str | None,
+    rule: str,
+    enforced: bool,
+) -> None:
+    path = tmp_path / "tunnels.yaml"
+    path.write_text(f"mode: {mode}\ndomains: {{allow: [docs.python.org]}}\n")
+    extra = ("--connect-ports", ports) if ports else ()
+    argv = ("policy", "explain", "--json", "--method", "CONNECT", *extra, path, authority)
+    _, out, _ = run(capsys, *argv)
+    record = json.loads(out)
+    assert (record["decision"], record["reason"], record["rule"], record["enforced"]) == (
+        decision,
+        reason,
+        rule,
+        enforced,
+    )
+    _, text, _ = run(capsys, *argv[:2], *argv[3:])
+    if rule == "proxy.connect_ports":
+        assert "by the gateway configuration (proxy.connect_ports" in text
+
+
+def test_explain_connect_ports_must_be_ports(
+    capsys: pytest.CaptureFixture[str], policy: Path
+) -> None:
+    with pytest.raises(SystemExit):
+        run(
+            capsys,
+            "policy",
+            "explain",
+            "--method",
+            "CONNECT",
+            "--connect-ports",
+            "0",
+            policy,
+            "a:1",
+        )
+    assert "ports are 1 to 65535" in capsys.readouterr().err
+
+
 NO_TOOLS_POLICY = """\
 domains: {allow: [docs.python.org]}
 methods: [GET]
