@@ -135,3 +135,68 @@ def test_the_dial_check_sees_a_connection_opened_elsewhere(tmp_path: Path) -> No
         "    aiohttp.ClientSession()\n"
     )
     assert sorted(name for name, _, _ in dial_calls(sample)) == ["ClientSession", "create_connection", "open_connection"]
+
+
+# The forward proxy's adapter (server/proxy*.py) decides nothing itself: every decision is
+# the use case's (tools/forward.py). From the policy it takes only the types that decisions
+# and targets travel in, never a function that decides.
+PROXY_MODULES = sorted(PACKAGE.glob("server/proxy*.py"))
+PROXY_MAY_NAME_FROM_POLICY = {"Decision", "Reason", "Policy", "Target", "IPAddress"}
+
+
+def names_imported_from(path: Path, prefix: str) -> set[tuple[str, str]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return {
+        (node.module, alias.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+        and (node.module == prefix or node.module.startswith(prefix + "."))
+        for alias in node.names
+    } | {
+        (alias.name, "*")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name == prefix or alias.name.startswith(prefix + ".")
+    }
+
+
+@pytest.mark.parametrize("path", PROXY_MODULES, ids=[p.name for p in PROXY_MODULES])
+def test_the_proxy_adapter_takes_no_decision_function_from_the_policy(path: Path) -> None:
+    bad = sorted(
+        f"{module}.{name}"
+        for module, name in names_imported_from(path, "gateway.policy")
+        if name not in PROXY_MAY_NAME_FROM_POLICY
+    )
+    assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}; ask gateway.tools.forward"
+
+
+def test_the_proxy_adapter_check_sees_a_decision_function(tmp_path: Path) -> None:
+    module = tmp_path / "proxy_bad.py"
+    module.write_text("from gateway.policy.engine import Decision, decide_url\n")
+    assert names_imported_from(module, "gateway.policy") == {
+        ("gateway.policy.engine", "Decision"),
+        ("gateway.policy.engine", "decide_url"),
+    }
+
+
+def test_the_proxy_modules_import_one_another_in_one_direction() -> None:
+    """No circle among server/proxy*.py, imports made only for type checking included: a
+    request and a tunnel reach the listener through proxy_ports' interfaces."""
+    names = {f"gateway.server.{p.stem}": p for p in PROXY_MODULES}
+    edges = {
+        name: {m for m in imports_of(path) if m in names and m != name}
+        for name, path in names.items()
+    }
+    done: set[str] = set()
+
+    def visit(name: str, trail: tuple[str, ...]) -> None:
+        assert name not in trail, f"import circle: {' -> '.join((*trail, name))}"
+        if name in done:
+            return
+        for following in edges[name]:
+            visit(following, (*trail, name))
+        done.add(name)
+
+    for name in names:
+        visit(name, ())

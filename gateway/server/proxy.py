@@ -33,7 +33,7 @@ from gateway.policy.model import Policy
 from gateway.policy.urls import Target
 from gateway.runtime import ClientIdentity, PolicyState, Services
 from gateway.server.proxy_auth import authenticate_basic
-from gateway.server.proxy_exchange import Exchange, IdleWatch
+from gateway.server.proxy_exchange import Exchange
 from gateway.server.proxy_http import (
     MAX_HEAD,
     MAX_LINE,
@@ -42,8 +42,9 @@ from gateway.server.proxy_http import (
     RequestHead,
     parse_request_head,
 )
+from gateway.server.proxy_ports import ClientSide, TunnelRelay
 from gateway.server.proxy_responses import plain_response
-from gateway.server.proxy_tunnel import Tunnel
+from gateway.server.proxy_watch import IdleWatch
 from gateway.tools import forward
 from gateway.tools.records import new_event_id, proxy_record
 
@@ -104,7 +105,7 @@ class ProxyConnection(asyncio.Protocol):
         self.waiter: asyncio.Future[None] | None = None
         self.write_paused = False
         self.drain_waiter: asyncio.Future[None] | None = None
-        self.tunnel: Tunnel | None = None
+        self.tunnel: TunnelRelay | None = None
         self.auth: tuple[PolicyState, str | None, ClientIdentity | None] | None = None
         self.last_destination: tuple[Policy, Target, str | None] | None = None
         self.watch: IdleWatch | None = None  # made by the first absolute-form request
@@ -165,7 +166,7 @@ class ProxyConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         previous, self.state = self.state, CLOSED_STATE
         self.lost_reason = why = "client_error" if exc is not None else "client_closed"
-        self._disarm()
+        self.disarm()
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -235,7 +236,7 @@ class ProxyConnection(asyncio.Protocol):
         self._start(raw)
 
     def _start(self, raw: bytes) -> None:
-        self._disarm()
+        self.disarm()
         self.state = BUSY_STATE
         try:
             head = parse_request_head(raw)
@@ -333,7 +334,7 @@ class ProxyConnection(asyncio.Protocol):
         finally:
             self.drain_waiter = None
 
-    def start_tunnel(self, tunnel: Tunnel) -> None:
+    def start_tunnel(self, tunnel: TunnelRelay) -> None:
         assert self.transport is not None
         self.tunnel = tunnel
         self.state = TUNNEL_STATE
@@ -377,7 +378,8 @@ class ProxyConnection(asyncio.Protocol):
                 timer.cancel()
             self.timer = loop.call_at(deadline, self._timed_out)
 
-    def _disarm(self) -> None:
+    def disarm(self) -> None:
+        """Stop waiting for a request head (the listener refused the connection's bytes)."""
         self.deadline = None
 
     def _timed_out(self) -> None:
@@ -420,7 +422,7 @@ class ForwardProxy:
         self.splice = True
         self.limiter: Limiter = limiter or getattr(services, "limiter", None) or InMemoryLimiter()
         self.connections: set[ProxyConnection] = set()
-        self.tunnels: set[Tunnel] = set()
+        self.tunnels: set[TunnelRelay] = set()
         self.per_ip: dict[str, int] = {}
         self.servers: list[asyncio.Server] = []
         self.draining = False
@@ -536,7 +538,7 @@ class ForwardProxy:
         except AuditWriteError:
             status, reason = 503, "unavailable"
         conn.state = CLOSED_STATE
-        conn._disarm()
+        conn.disarm()
         if conn.transport is not None:
             conn.transport.write(
                 plain_response(status, reason, None, message, keep_alive=False, request_id=event_id)
@@ -574,7 +576,7 @@ class ForwardProxy:
                 exchange.abandoned(*self.gone(conn))
             raise
 
-    def gone(self, conn: ProxyConnection) -> tuple[str, str]:
+    def gone(self, conn: ClientSide) -> tuple[str, str]:
         """Why a request of `conn` ended unanswered, and a message saying so."""
         if self.closing or conn.lost_reason is None:  # the gateway ended it, not the client
             return "shutdown", "the gateway shut down before the answer"

@@ -1,7 +1,8 @@
 """One request on the proxy port, from its head to its audit record and answer: an
 absolute-form `http://` request forwarded through `fetch.upstream`'s pool, or a CONNECT
-decided, opened with `fetch.tunnel` and handed to a `Tunnel`. Owns neither the connection
-(`proxy.ProxyConnection`) nor the listener (`proxy.ForwardProxy`).
+decided, opened with `fetch.tunnel` and handed to a `Tunnel`. The decisions are the use
+case's (`tools.forward`); the connection and the listener are reached through the small
+interfaces of `proxy_ports`, never `proxy.py` itself.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gateway.errors import (
     AuditWriteError,
@@ -33,67 +34,18 @@ from gateway.policy.urls import Target
 from gateway.runtime import ClientIdentity
 from gateway.server.proxy_auth import REALM, claimed_user
 from gateway.server.proxy_http import BadRequestError, RequestHead
+from gateway.server.proxy_ports import ClientSide, ProxyHost
 from gateway.server.proxy_responses import (
     one_line,
     plain_response,
     response_head,
 )
 from gateway.server.proxy_tunnel import Tunnel, UpstreamSide
+from gateway.server.proxy_watch import IdleWatch
 from gateway.tools import forward
 from gateway.tools.records import auth_failure_record, new_event_id, proxy_record
 
-if TYPE_CHECKING:
-    from gateway.server.proxy import ForwardProxy, ProxyConnection
-
 log = logging.getLogger("gateway.proxy")
-
-
-class IdleWatch:
-    """Cancels a request's task once nothing has come from the upstream for `idle` seconds.
-    Activity only stamps `last`. One per connection, reused by its requests: its one timer
-    re-arms itself when it fires early, where a per-read timeout makes a timer per chunk."""
-
-    __slots__ = ("loop", "idle", "task", "last", "timer", "fired", "streaming")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, idle: float) -> None:
-        self.loop = loop
-        self.idle = idle
-        self.task: asyncio.Task[Any] | None = None  # the request watched; None between them
-        self.last = 0.0
-        self.timer: asyncio.TimerHandle | None = None
-        self.fired = False
-        self.streaming = False  # the response head went out
-
-    def start(self) -> None:
-        self.task = asyncio.current_task()
-        self.last = self.loop.time()
-        self.fired = self.streaming = False
-        if self.timer is None:
-            self.timer = self.loop.call_at(self.last + self.idle, self._check)
-
-    def touch(self) -> None:
-        self.last = self.loop.time()
-
-    def stop(self) -> None:
-        self.task = None  # the timer stays; it finds nothing to watch and lapses
-
-    def close(self) -> None:
-        self.task = None
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-
-    def _check(self) -> None:
-        self.timer = None
-        task = self.task
-        if task is None or task.done():
-            return
-        due = self.last + self.idle
-        if self.loop.time() < due:
-            self.timer = self.loop.call_at(due, self._check)
-            return
-        self.fired = True
-        task.cancel()
 
 
 class Exchange:
@@ -111,7 +63,7 @@ class Exchange:
         "recorded",
     )
 
-    def __init__(self, proxy: ForwardProxy, conn: ProxyConnection, head: RequestHead) -> None:
+    def __init__(self, proxy: ProxyHost, conn: ClientSide, head: RequestHead) -> None:
         self.proxy = proxy
         self.conn = conn
         self.head = head

@@ -20,6 +20,7 @@ from gateway.policy.addresses import IPAddress
 from gateway.policy.engine import Decision, Reason
 from gateway.policy.model import Policy
 from gateway.policy.urls import Target
+from gateway.server.proxy_ports import ClientSide, ProxyHost
 from gateway.server.proxy_splice import SPLICE_AVAILABLE, SplicePump
 from gateway.server.tls_hello import (
     MAX_HELLO_BYTES,
@@ -31,7 +32,6 @@ from gateway.tools.records import tunnel_close_record
 
 if TYPE_CHECKING:
     from gateway.runtime import ClientIdentity
-    from gateway.server.proxy import ForwardProxy, ProxyConnection
 
 log = logging.getLogger("gateway.proxy")
 
@@ -113,8 +113,8 @@ class Tunnel:
     def __init__(
         self,
         *,
-        proxy: ForwardProxy,
-        conn: ProxyConnection,
+        proxy: ProxyHost,
+        conn: ClientSide,
         upstream: UpstreamSide,
         upstream_transport: asyncio.Transport,
         event_id: str,
