@@ -7,7 +7,12 @@ import asyncio
 
 import pytest
 
-from gateway.errors import PolicyDeniedError, UpstreamError, UpstreamUnreachableError
+from gateway.errors import (
+    PolicyDeniedError,
+    ResponseTooLargeError,
+    UpstreamError,
+    UpstreamUnreachableError,
+)
 from gateway.fetch.http1 import BadResponseError
 from gateway.fetch.resolver import parse_static_hosts
 from gateway.fetch.upstream import UpstreamPool, request_head
@@ -156,6 +161,55 @@ async def test_bodies_framed_and_reused_only_when_clean(
     _, second = await fetch(pool, policy, port)
     assert second == b"HEAD|end"
     assert script.connections == (1 if reused else 2)
+
+
+CAPPED = [
+    # (id, reply, rechunk, what the sink gets before the cut)
+    ("length-over", b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world", False, b""),
+    ("until-close-raw", b"HTTP/1.0 200 OK\r\n\r\nhello world", False, b"HEAD|hello"),
+    (
+        "until-close-rechunked",
+        b"HTTP/1.1 200 OK\r\n\r\nhello world",
+        True,
+        b"HEAD|5\r\nhello\r\n",
+    ),
+    (
+        "chunked",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n",
+        False,
+        b"HEAD|",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("reply", "rechunk", "expected"), [c[1:] for c in CAPPED], ids=[c[0] for c in CAPPED]
+)
+async def test_a_capped_pipe_relays_no_more_than_its_limit(make_env, reply, rechunk, expected):
+    script, pool, policy, port = await make_env([reply])
+    t = target(port)
+    conn = await pool.exchange(policy, t, "GET", request_head("GET", t, [], None))
+    sink = Sink()
+    try:
+        with pytest.raises(ResponseTooLargeError):
+            await conn.pipe(sink, b"HEAD|", None, rechunk, 5)
+    finally:
+        conn.release()
+    assert bytes(sink.data) == expected
+    assert pool.idle_count() == 0  # a cut connection is never reused
+
+
+async def test_a_body_within_the_cap_is_whole(make_env):
+    reply = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+    script, pool, policy, port = await make_env([reply])
+    t = target(port)
+    conn = await pool.exchange(policy, t, "GET", request_head("GET", t, [], None))
+    sink = Sink()
+    try:
+        await conn.pipe(sink, b"HEAD|", None, False, 3)
+    finally:
+        conn.release()
+    assert bytes(sink.data) == b"HEAD|abc"
 
 
 async def test_head_request_has_no_body_and_keeps_the_connection(make_env):
