@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from gateway import __version__
 
 # Command-group modules, imported lazily so `gateway policy check` never loads aiohttp.
-_GROUPS = ("serve", "fetch", "policy", "audit", "keys", "verify")
+_GROUPS = ("serve", "fetch", "policy", "audit", "keys", "verify", "extract")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,6 +34,9 @@ _JUNK_TAGS = (
     "area", "audio", "video", "source", "track", "picture", "math", "head", "menu",
     "figcaption",
 )
+_JUNK_TAG_SET = frozenset(_JUNK_TAGS)
+# Junk tags that hold other elements, where an unclosed one can swallow the rest of a page.
+_JUNK_CONTAINERS = frozenset({"button", "nav", "aside", "footer", "menu", "dialog", "select"})
 _UNLIKELY_ROLES = frozenset(
     {"menu", "menubar", "complementary", "navigation", "alert", "alertdialog", "dialog",
      "banner", "contentinfo", "search", "toolbar", "tooltip"}
@@ -82,6 +85,8 @@ MIN_PARAGRAPH_CHARS = 25
 ENOUGH_CONTENT_CHARS = 500
 WIDGET_MAX_CHARS = 500
 MAX_LABEL_CHARS = 300
+NOSCRIPT_CONTENT_CHARS = 200  # more text than a "please enable JavaScript" notice
+MOST_OF_PAGE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +118,34 @@ def remove(el: etree._Element) -> None:
     parent.remove(el)
 
 
+def unwrap(el: etree._Element) -> None:
+    """Replace an element by its content (its text, children and tail stay where it was)."""
+    parent = el.getparent()
+    if parent is None:
+        return
+    index = parent.index(el)
+    text, tail = el.text or "", el.tail or ""
+    children = list(el)
+    if children:
+        children[-1].tail = (children[-1].tail or "") + tail
+    else:
+        text += tail
+    if text:
+        previous = el.getprevious()
+        if previous is not None:
+            previous.tail = (previous.tail or "") + text
+        else:
+            parent.text = (parent.text or "") + text
+    parent[index : index + 1] = children
+
+
+def _page_length(body: etree._Element) -> int:
+    """About how many characters of text a page has (whitespace runs counted once)."""
+    total = sum(len(piece.strip()) + 1 for piece in body.itertext())
+    # scripts' and styles' text is no reader's (a framework's state can be most of a page)
+    return total - sum(len(el.text or "") for el in body.iter("script", "style", "template"))
+
+
 def _label(el: etree._Element) -> str:
     """class and id, lower-cased (the label patterns are matched without re.I, 6x faster) and
     capped, so a megabyte-long class attribute costs no more than a normal one."""
@@ -133,24 +166,40 @@ def _is_hidden(el: etree._Element) -> bool:
 def strip_boilerplate(
     body: etree._Element, attempt: Attempt, deadline: float | None = None
 ) -> None:
-    """Remove what is never main content: junk tags, hidden and widget-like elements."""
-    for el in list(body.iter(*_JUNK_TAGS)):
-        remove(el)
+    """Remove what is never main content: junk tags, hidden and widget-like elements.
+
+    A `<noscript>` with a page's worth of text is its content for readers without scripts
+    (forum software puts the posts there): it stays, as plain blocks. An element that would
+    go but holds most of the page's text stays too: recovering parsers nest the rest of a
+    page inside a `<button>` or `<nav>` that was never closed, and scoring still ranks
+    whatever is furniture in it.
+    """
+    share_limit = max(int(_page_length(body) * MOST_OF_PAGE), NOSCRIPT_CONTENT_CHARS)
     # class/id values repeat across a page: classify each distinct one once
     verdicts: dict[str, tuple[bool, bool, bool]] = {}
     doomed: list[etree._Element] = []
+    unwrapped: list[etree._Element] = []
     small_widgets: list[etree._Element] = []
     # What is inside a doomed element goes with it: its subtree needs no reading (often half
     # of a page: headers, menus, comments, related stories).
     walk = etree.iterwalk(body, events=("start",))
     for count, (_, el) in enumerate(walk):
         check_every(deadline, count)
+        tag = el.tag
+        if tag in _JUNK_TAG_SET:
+            if tag == "noscript" and _holds_text(el, NOSCRIPT_CONTENT_CHARS):
+                unwrapped.append(el)
+            elif tag in _JUNK_CONTAINERS and _holds_text(el, share_limit, deadline):
+                continue
+            else:
+                doomed.append(el)
+                walk.skip_subtree()
+            continue
         # most elements have no attributes; asking for their names once is cheaper than
         # looking up each attribute
         keys = el.keys()
-        if not keys:
+        if not keys or not isinstance(tag, str):
             continue
-        tag = el.tag
         if tag == "body":
             continue
         if (
@@ -161,8 +210,9 @@ def strip_boilerplate(
                 and (el.get("rel") == "author" or "author" in (el.get("itemprop") or ""))
             )
         ):
-            doomed.append(el)
-            walk.skip_subtree()
+            if not _holds_text(el, share_limit, deadline):
+                doomed.append(el)
+                walk.skip_subtree()
             continue
         if "class" not in keys and "id" not in keys:
             continue
@@ -182,13 +232,18 @@ def strip_boilerplate(
             continue
         if widget:
             small_widgets.append(el)
-        elif comments or (
-            attempt.strip_unlikely and unlikely and tag not in ("a", "table", "td", "tr", "tbody")
-        ):
+        elif (
+            comments or (
+                attempt.strip_unlikely and unlikely
+                and tag not in ("a", "table", "td", "tr", "tbody")
+            )
+        ) and not _holds_text(el, share_limit, deadline):
             doomed.append(el)
             walk.skip_subtree()
     for el in doomed:
         remove(el)
+    for el in unwrapped:
+        unwrap(el)
     # A wrapper whose class merely mentions "share" or "author" keeps its content. Innermost
     # first: once a widget holds enough text, so do all its ancestors, which then need no
     # reading (nested widgets would otherwise cost depth x text).
@@ -206,11 +261,12 @@ def strip_boilerplate(
             remove(el)
 
 
-def _holds_text(el: etree._Element, limit: int) -> bool:
+def _holds_text(el: etree._Element, limit: int, deadline: float | None = None) -> bool:
     """Whether an element has at least `limit` characters of text; stops reading there, so
     nested widgets cost no more than their first few hundred characters each."""
     total = 0
-    for piece in el.itertext():
+    for count, piece in enumerate(el.itertext()):
+        check_every(deadline, count + 1)
         words = piece.split()
         total += sum(map(len, words)) + len(words)
         if total >= limit:

@@ -26,7 +26,13 @@ from gateway.extract.content import (
     select_content,
 )
 from gateway.extract.markdown import Renderer
-from gateway.extract.tree import page_description, page_title, parse_html
+from gateway.extract.tree import (
+    link_length,
+    page_description,
+    page_title,
+    parse_html,
+    text_length,
+)
 
 MODES = ("auto", "markdown", "text", "raw", "page")
 
@@ -89,7 +95,7 @@ def _extract_html(
     mode = "markdown" if markdown else "text"
     if whole:
         return _whole_page(body, content_type, deadline)
-    best: tuple[str, tuple[tuple[int, str], ...]] | None = None
+    best: tuple[str, tuple[tuple[int, str], ...], int] | None = None
     title = description = None
     for number, attempt in enumerate(ATTEMPTS):
         _check(deadline)
@@ -109,9 +115,11 @@ def _extract_html(
         except DeadlineExceeded:
             raise ExtractError("extraction deadline passed") from None
         headings = tuple(renderer.headings)
-        if best is None or len(text) > len(best[0]):
-            best = (text, headings)
-        if len(text) >= ENOUGH_CONTENT_CHARS:
+        # what an attempt found is measured in words, never in Markdown's link targets
+        found = text_length(content)
+        if best is None or found > best[2]:
+            best = (text, headings, found)
+        if found - link_length(content) >= ENOUGH_CONTENT_CHARS:
             break
     assert best is not None
     return Document(title, description, best[1], best[0], mode)

@@ -51,6 +51,16 @@ def text_length(el: etree._Element) -> int:
     return sum(map(len, words)) + len(words) - 1 if words else 0
 
 
+def link_length(el: etree._Element) -> int:
+    """Characters of the text of the links in an element (outermost links only)."""
+    total = 0
+    walk = etree.iterwalk(el, events=("start",), tag="a")
+    for _, a in walk:
+        total += text_length(a)
+        walk.skip_subtree()
+    return total
+
+
 def text_of(el: etree._Element) -> str:
     return "".join(el.itertext())
 
