@@ -38,7 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared" / "extbench"
+# `../shared/extbench` from the repository root (or from the folder above, for a work tree
+# checked out one level deeper)
+SHARED = next(
+    (up / "shared" / "extbench" for up in REPO.parents[:2] if (up / "shared" / "extbench").is_dir()),
+    REPO.parent / "shared" / "extbench",
+)
 CONTENT_TYPE = "text/html; charset=utf-8"
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 # Markdown link syntax -> its text; image syntax -> its alt text; fence info strings dropped

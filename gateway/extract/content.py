@@ -66,6 +66,8 @@ _WIDGET = re.compile(
 _COMMENTS = re.compile(
     r"(?:^|[\s_-])(?:comments?|commentlist|comment-list|disqus\w*|respond|replies)(?:[\s_-]|$)"
 )
+# Content a click discloses (tab panels, accordions, drawers, "read more" parts)
+_DISCLOSURE = re.compile(r"tab|accordion|collaps|panel|drawer|toggle|expand|disclos|details")
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
 
 _BLOCK_CHILDREN = frozenset(
@@ -87,6 +89,8 @@ WIDGET_MAX_CHARS = 500
 MAX_LABEL_CHARS = 300
 NOSCRIPT_CONTENT_CHARS = 200  # more text than a "please enable JavaScript" notice
 MOST_OF_PAGE = 0.5
+WIDEN_SHARE = 0.7
+WIDEN_MIN_PROSE = 0.45
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +161,9 @@ def _label(el: etree._Element) -> str:
 
 
 def _is_hidden(el: etree._Element) -> bool:
+    """Hidden from readers, and not a part they can open (a tab, an accordion's panel)."""
+    if (el.get("role") or "").strip().lower() == "tabpanel" or _DISCLOSURE.search(_label(el)):
+        return False
     if el.get("hidden") is not None or el.get("aria-hidden") == "true":
         return True
     style = el.get("style")
@@ -394,6 +401,7 @@ def select_content(
     top, top_score = max(adjusted.items(), key=lambda item: item[1])
     top = _common_ancestor(top, top_score, adjusted, body)
     top = _climb(top, top_score, scores, adjusted, text, deadline)
+    top = _widen(top, body, text, deadline)
     top_score = adjusted.get(top, scores.get(top, top_score))
 
     parent = top.getparent()
@@ -447,6 +455,40 @@ def _common_ancestor(
         if sum(1 for ancestors in alternative_ancestors if parent in ancestors) >= 3:
             return parent
         parent = parent.getparent()
+    return top
+
+
+def _widen(
+    top: etree._Element, body: etree._Element, text: SubtreeText, deadline: float | None
+) -> etree._Element:
+    """Move up from the best block while it holds only a part of the page's prose and the
+    text its ancestor adds is prose too (not links): pages made of several sections (a
+    service page, a product's description, size guide and reviews) score each section
+    apart, and the best of them is only one."""
+    def prose(el: etree._Element) -> float:
+        return text.length(el) - text.link_length(el, deadline)
+
+    page = prose(body)
+    if page <= 0:
+        return top
+    # an article's own element bounds it: what lies around it is the site's
+    if top.tag == "article":
+        return top
+    limit = next(top.iterancestors("article"), None)
+    current = prose(top)
+    parent = top.getparent()
+    while (
+        parent is not None and parent is not body and parent.tag != "html"
+        and current < WIDEN_SHARE * page
+    ):
+        added_total = text.length(parent) - text.length(top)
+        added = prose(parent) - current
+        if added_total > 0 and added / added_total < WIDEN_MIN_PROSE:
+            break
+        top, current = parent, prose(parent)
+        if top is limit:
+            break
+        parent = top.getparent()
     return top
 
 
