@@ -464,17 +464,13 @@ def _widen(
     """Move up from the best block while it holds only a part of the page's prose and the
     text its ancestor adds is prose too (not links): pages made of several sections (a
     service page, a product's description, size guide and reviews) score each section
-    apart, and the best of them is only one."""
+    apart, and the best of them is only one (forums: one post)."""
     def prose(el: etree._Element) -> float:
         return text.length(el) - text.link_length(el, deadline)
 
     page = prose(body)
     if page <= 0:
         return top
-    # an article's own element bounds it: what lies around it is the site's
-    if top.tag == "article":
-        return top
-    limit = next(top.iterancestors("article"), None)
     current = prose(top)
     parent = top.getparent()
     while (
@@ -486,8 +482,6 @@ def _widen(
         if added_total > 0 and added / added_total < WIDEN_MIN_PROSE:
             break
         top, current = parent, prose(parent)
-        if top is limit:
-            break
         parent = top.getparent()
     return top
 
