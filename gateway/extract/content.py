@@ -24,7 +24,10 @@ from gateway.extract.tree import (
     text_of,
 )
 
-__all__ = ["ATTEMPTS", "ENOUGH_CONTENT_CHARS", "Attempt", "DeadlineExceeded", "select_content"]
+__all__ = [
+    "ATTEMPTS", "ENOUGH_CONTENT_CHARS", "Attempt", "DeadlineExceeded", "Selection",
+    "drop_menus", "select_content", "strip_boilerplate",
+]
 
 # Elements that never hold readable main content.
 _JUNK_TAGS = (
@@ -90,6 +93,9 @@ MAX_LABEL_CHARS = 300
 NOSCRIPT_CONTENT_CHARS = 200  # more text than a "please enable JavaScript" notice
 MOST_OF_PAGE = 0.5
 WIDEN_SHARE = 0.7
+MENU_MIN_LINKS = 5
+MENU_LINK_SHARE = 0.8
+MENU_LINK_CHARS = 25  # a menu entry's few words, against a listing's names and titles
 WIDEN_MIN_PROSE = 0.45
 
 
@@ -382,20 +388,28 @@ def _ancestor_chain(
     return chain
 
 
+@dataclass(frozen=True, slots=True)
+class Selection:
+    content: etree._Element  # a new element holding what was chosen
+    page_prose: int  # the page's text outside links once its boilerplate was removed
+    scored: bool  # whether any paragraph was found (else `content` is the whole page)
+
+
 def select_content(
     body: etree._Element, attempt: Attempt, title: str | None, deadline: float | None = None
-) -> etree._Element:
-    """A new element holding the main content of `body` (moved out of it).
+) -> Selection:
+    """The main content of `body` (moved out of it) in a new element.
 
     Raises DeadlineExceeded once `deadline` (time.monotonic()) has passed."""
     strip_boilerplate(body, attempt, deadline)
     # the tree stays as it is now until _prepare: its text is measured once for all questions
     text = SubtreeText(body, deadline)
+    page_prose = text.length(body) - int(text.link_length(body, deadline))
     scores = _score_candidates(body, attempt, text, deadline)
     container = etree.Element("div")
     if not scores:
         container.append(body)
-        return container
+        return Selection(container, page_prose, False)
     ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)[:10]
     adjusted = {el: score * (1 - _link_density(el, text, deadline)) for el, score in ranked}
     top, top_score = max(adjusted.items(), key=lambda item: item[1])
@@ -432,7 +446,7 @@ def select_content(
             sibling.tail = None
             container.append(sibling)
     _prepare(container, attempt, scores, title, deadline)
-    return container
+    return Selection(container, page_prose, True)
 
 
 def _common_ancestor(
@@ -456,6 +470,32 @@ def _common_ancestor(
             return parent
         parent = parent.getparent()
     return top
+
+
+def drop_menus(body: etree._Element, deadline: float | None = None) -> None:
+    """Remove the menus of a page read whole: lists and runs of five or more links of a few
+    words each, with next to no other text (categories, tag clouds, site maps)."""
+    text = SubtreeText(body, deadline)
+    doomed = []
+    walk = etree.iterwalk(body, events=("start",))
+    for count, (_, el) in enumerate(walk):
+        check_every(deadline, count)
+        tag = el.tag
+        if tag in ("ul", "ol"):
+            links = sum(1 for _ in el.iter("a"))
+        elif tag in ("div", "p", "section", "span", "td"):
+            links = sum(1 for child in el if child.tag == "a")
+        else:
+            continue
+        if links < MENU_MIN_LINKS:
+            continue
+        length = text.length(el)
+        link_chars = text.link_length(el, deadline)
+        if link_chars >= MENU_LINK_SHARE * length and link_chars < MENU_LINK_CHARS * links:
+            doomed.append(el)
+            walk.skip_subtree()
+    for el in doomed:
+        remove(el)
 
 
 def _widen(

@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from lxml import etree
+
 from gateway.extract.charset import (
     decode_text_utf8,
     is_html_type,
@@ -23,10 +25,13 @@ from gateway.extract.content import (
     ATTEMPTS,
     ENOUGH_CONTENT_CHARS,
     DeadlineExceeded,
+    drop_menus,
     select_content,
+    strip_boilerplate,
 )
 from gateway.extract.markdown import Renderer
 from gateway.extract.tree import (
+    declares_article,
     link_length,
     page_description,
     page_title,
@@ -35,6 +40,12 @@ from gateway.extract.tree import (
 )
 
 MODES = ("auto", "markdown", "text", "raw", "page")
+WHOLE_PAGE_SHARE = 0.5
+NOTE_EMPTY = "the page has no readable text in its HTML (it may need scripts to show it)"
+NOTE_NO_PROSE = (
+    "no main content found: the page has no paragraphs of text (navigation, links or "
+    "short labels only); this is all of its readable text"
+)
 
 
 class ExtractError(Exception):
@@ -50,6 +61,9 @@ class Document:
     mode: str  # the mode actually applied: "markdown" | "text" | "raw" | "json"
     # `text` in UTF-8 when that came for free (a valid UTF-8 body taken as it is), else None
     utf8: bytes | None = field(default=None, compare=False, repr=False)
+    # HTML only: whether main content was found, and when not, why (None for other bodies)
+    main_content: bool | None = None
+    note: str | None = None
 
 
 def is_json_type(mtype: str) -> bool:
@@ -95,34 +109,68 @@ def _extract_html(
     mode = "markdown" if markdown else "text"
     if whole:
         return _whole_page(body, content_type, deadline)
-    best: tuple[str, tuple[tuple[int, str], ...], int] | None = None
+    best: tuple[etree._Element, int, int] | None = None
     title = description = None
+    page_prose = 0
+    scored = article = False
     for number, attempt in enumerate(ATTEMPTS):
         _check(deadline)
         root = parse_html(body, content_type)
         if root is None:
-            return Document(None, None, (), "", mode)
+            return Document(None, None, (), "", mode, main_content=False, note=NOTE_EMPTY)
         if number == 0:
             title = page_title(root)
             description = page_description(root)
+            article = declares_article(root)
         body_el = root.find("body")
         if body_el is None:
             body_el = root
-        renderer = Renderer(markdown=markdown, deadline=deadline)
         try:
-            content = select_content(body_el, attempt, title, deadline)
-            text = renderer.render(content)
+            selection = select_content(body_el, attempt, title, deadline)
         except DeadlineExceeded:
             raise ExtractError("extraction deadline passed") from None
-        headings = tuple(renderer.headings)
+        content = selection.content
+        scored = scored or selection.scored
+        if number == 0:
+            page_prose = selection.page_prose
         # what an attempt found is measured in words, never in Markdown's link targets
         found = text_length(content)
-        if best is None or found > best[2]:
-            best = (text, headings, found)
-        if found - link_length(content) >= ENOUGH_CONTENT_CHARS:
+        prose = found - link_length(content)
+        if best is None or found > best[1]:
+            best = (content, found, prose)
+        if prose >= ENOUGH_CONTENT_CHARS:
             break
     assert best is not None
-    return Document(title, description, best[1], best[0], mode)
+    content, found, prose = best
+    if not article and scored and prose < WHOLE_PAGE_SHARE * page_prose:
+        # The chosen blocks hold under that share of the prose left once the boilerplate is
+        # gone, on a page that does not say it is an article (whose rest is teasers): a
+        # page of many small parts (listings, shops, service pages) reads better whole, its
+        # menus removed, than as its biggest piece.
+        root = parse_html(body, content_type)
+        if root is not None:
+            content = root.find("body")
+            if content is None:
+                content = root
+            try:
+                strip_boilerplate(content, ATTEMPTS[0], deadline)
+                drop_menus(content, deadline)
+            except DeadlineExceeded:
+                raise ExtractError("extraction deadline passed") from None
+    renderer = Renderer(markdown=markdown, deadline=deadline)
+    try:
+        text = renderer.render(content)
+    except DeadlineExceeded:
+        raise ExtractError("extraction deadline passed") from None
+    note = None
+    if not text.strip():
+        note = NOTE_EMPTY
+    elif not scored:
+        note = NOTE_NO_PROSE
+    return Document(
+        title, description, tuple(renderer.headings), text, mode,
+        main_content=note is None, note=note,
+    )
 
 
 def _whole_page(body: bytes, content_type: str, deadline: float | None) -> Document:

@@ -211,6 +211,12 @@ def page_title(root: etree._Element) -> str | None:
     return title[:MAX_TITLE_CHARS] if title else None
 
 
+def declares_article(root: etree._Element) -> bool:
+    """Whether the page says it is an article (its OpenGraph `og:type`). Measured: schema.org
+    types in JSON-LD say so on too many listing pages to help."""
+    return (_meta_content(root, "og:type") or "").lower().startswith("article")
+
+
 def page_description(root: etree._Element) -> str | None:
     description = _meta_content(root, "description", "og:description", "twitter:description")
     return description[:MAX_DESCRIPTION_CHARS] if description else None
