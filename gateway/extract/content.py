@@ -151,9 +151,17 @@ def unwrap(el: etree._Element) -> None:
 
 def _page_length(body: etree._Element) -> int:
     """About how many characters of text a page has (whitespace runs counted once)."""
-    total = sum(len(piece.strip()) + 1 for piece in body.itertext())
+    total = _squashed_length(etree.tostring(body, method="text", encoding=str, with_tail=False))
     # scripts' and styles' text is no reader's (a framework's state can be most of a page)
-    return total - sum(len(el.text or "") for el in body.iter("script", "style", "template"))
+    for el in body.iter("script", "style", "template"):
+        if el.text:
+            total -= _squashed_length(el.text)
+    return max(total, 0)
+
+
+def _squashed_length(text: str) -> int:
+    words = text.split()
+    return sum(map(len, words)) + len(words)
 
 
 def _label(el: etree._Element) -> str:
@@ -277,6 +285,12 @@ def strip_boilerplate(
 def _holds_text(el: etree._Element, limit: int, deadline: float | None = None) -> bool:
     """Whether an element has at least `limit` characters of text; stops reading there, so
     nested widgets cost no more than their first few hundred characters each."""
+    if limit > WIDGET_MAX_CHARS:
+        # a big limit (a share of the page): measured in C, where most elements fall short
+        # of it by their raw length already
+        check_every(deadline, 0)
+        raw = etree.tostring(el, method="text", encoding=str, with_tail=False)
+        return len(raw) >= limit and _squashed_length(raw) >= limit
     total = 0
     for count, piece in enumerate(el.itertext()):
         check_every(deadline, count + 1)
