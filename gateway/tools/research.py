@@ -26,10 +26,11 @@ from gateway.errors import (
 )
 from gateway.policy.engine import decide_url
 from gateway.tools.context import CallContext
+from gateway.tools.extraction import EXTRACT_DEADLINE
 from gateway.tools.records import tool_record
 from gateway.tools.registry import ToolSpec
 from gateway.tools.schema import RESEARCH_REQUEST, validate
-from gateway.tools.webfetch import EXTRACT_DEADLINE, WebFetchTool
+from gateway.tools.webfetch import WebFetchTool
 from gateway.tools.webfetch import render_text as render_page
 from gateway.tools.websearch import Ranked, WebSearchTool
 from gateway.tools.websearch import render_text as render_search

@@ -1,8 +1,8 @@
 """WebFetch: decide, fetch, extract, sanitise, wrap, sign, audit — in that order.
 
 The audit record is written before the result is returned; if it cannot be written, the
-call fails (fail closed). Extraction runs in a thread pool under a deadline so large pages
-never stall the event loop.
+call fails (fail closed). Extraction of large pages runs in worker processes (`extraction`)
+under a deadline, so it never stalls the event loop and uses every core.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from typing import Any
 
 from gateway.audit.log import AuditLog
 from gateway.errors import GatewayError, InvalidRequestError, UpstreamError
-from gateway.extract import Document, ExtractError, extract
+from gateway.extract import ExtractError
 from gateway.extract.charset import is_html_type, media_type
 from gateway.fetch.client import Fetcher, FetchOptions, FetchTrace
 from gateway.policy.engine import Decision, decide_url
 from gateway.provenance.dsse import Signer
 from gateway.provenance.envelope import attach_dsse
-from gateway.provenance.markers import Sanitized, new_nonce, sanitize, wrap
+from gateway.provenance.markers import new_nonce, wrap
 from gateway.search.ids import IdStore
 from gateway.tools.context import CallContext
 from gateway.tools.envelope import (
@@ -33,6 +33,12 @@ from gateway.tools.envelope import (
     now_iso,
     policy_summary,
     refusal,
+)
+from gateway.tools.extraction import (
+    ExtractionPool,
+    ExtractionPoolError,
+    Prepared,
+    prepare,
 )
 from gateway.tools.jsonwire import JsonText, json_literal
 from gateway.tools.records import tool_record
@@ -46,10 +52,8 @@ DESCRIPTION = (
     "start_index = start_index + chars. Refusals name the policy rule; do not retry a "
     "refused URL through another route."
 )
-EXTRACT_DEADLINE = 10.0
 INLINE_PREPARE_BYTES = 16 * 1024
 INLINE_TEXT_BYTES = 256 * 1024
-MAX_HEADINGS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,47 +90,6 @@ class Page:
     # gets a new one, as it is a new call with its own record).
     event_id: str
     cached: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Prepared:
-    document: Document
-    clean: Sanitized
-    text_utf8: bytes  # clean.text in UTF-8
-    text_sha256: str  # of text_utf8
-    title: str | None
-    description: str | None
-    headings: tuple[tuple[int, str], ...]
-    extraction: dict[str, Any] | None
-
-
-def extraction_summary(document: Document) -> dict[str, Any] | None:
-    """What the answer says about main-content selection (HTML only, never for `raw`)."""
-    if document.main_content is None:
-        return None
-    summary: dict[str, Any] = {"main_content": document.main_content}
-    if document.note:
-        summary["note"] = document.note
-    return summary
-
-
-def prepare(body: bytes, content_type: str, mode: str, body_sha256: str = "") -> Prepared:
-    """The extracted document, its sanitised text and that text's hash, title and headings."""
-    document = extract(body, content_type, mode, deadline_s=EXTRACT_DEADLINE)
-    title = sanitize(document.title).text if document.title else None
-    description = sanitize(document.description).text if document.description else None
-    headings = tuple(
-        (level, sanitize(text).text) for level, text in document.headings[:MAX_HEADINGS]
-    )
-    clean = sanitize(document.text, utf8=document.utf8)
-    data = clean.utf8 if clean.utf8 is not None else clean.text.encode()
-    # A raw UTF-8 page the sanitiser left alone is the body itself, already hashed.
-    same_as_body = data is body and bool(body_sha256)
-    text_sha256 = body_sha256 if same_as_body else hashlib.sha256(data).hexdigest()
-    return Prepared(
-        document, clean, data, text_sha256, title, description, headings,
-        extraction_summary(document),
-    )
 
 
 class FetchCache:
@@ -169,8 +132,10 @@ class WebFetchTool:
         signer: Signer | None = None,
         ids: IdStore | None = None,
         cache: FetchCache | None = None,
+        pool: ExtractionPool | None = None,
     ) -> None:
         self._fetcher = fetcher
+        self._pool = pool
         self._audit = audit
         self._executor = executor
         self._signer = signer
@@ -339,22 +304,26 @@ class WebFetchTool:
     async def _prepare(
         self, body: bytes, content_type: str, mode: str, body_sha256: str
     ) -> Prepared:
-        """Extraction and sanitising, both CPU-bound on large or hostile pages, off the loop.
+        """Extraction and sanitising, both CPU-bound on large or hostile pages, off the loop:
+        HTML in the worker processes of the extraction pool (in the thread pool when there
+        is none), other large bodies in the thread pool.
 
         A small body, or a body that needs no HTML parsing (raw mode, plain text, JSON) up to
-        a few hundred KB, costs less inline than the hand-off to a thread (about a millisecond
-        per 100 KB against the hand-off's own cost under load).
+        a few hundred KB, costs less inline than the hand-off (about a millisecond per
+        100 KB against the hand-off's own cost under load).
         """
         needs_parsing = mode != "raw" and is_html_type(media_type(content_type))
         limit = INLINE_PREPARE_BYTES if needs_parsing else INLINE_TEXT_BYTES
         try:
             if len(body) <= limit:
                 return prepare(body, content_type, mode, body_sha256)
+            if needs_parsing and self._pool is not None:
+                return await self._pool.prepare(body, content_type, mode, body_sha256)
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(
                 self._executor, prepare, body, content_type, mode, body_sha256
             )
-        except ExtractError as exc:
+        except (ExtractError, ExtractionPoolError) as exc:
             raise UpstreamError(f"the page could not be extracted: {exc}") from exc
 
     def _success_record(

@@ -121,3 +121,16 @@ async def test_headings_stay(client, upstream) -> None:
         (3, "Timetable"),
     ]
     assert body["extraction"] == {"main_content": True}
+
+
+async def test_a_large_page_is_extracted_in_the_worker_processes(client, upstream) -> None:
+    url = f"http://site.example.com:{upstream.port}/report/300"
+    body = await fetch(client, url, max_chars=100_000)
+    assert body["envelope"]["truncated"] is False
+    assert body["envelope"]["body_bytes"] > 32 * 1024  # past the size extracted inline
+    nonce = body["envelope"]["marker"]
+    text = unwrap(body["content"], nonce)
+    assert text.startswith("Paragraph 0 of the long report") and "Paragraph 299" in text
+    assert "Home" not in text
+    assert unwrap(body["description"], nonce) == "A long report"
+    assert body["extraction"] == {"main_content": True}
