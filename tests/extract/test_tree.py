@@ -165,3 +165,28 @@ def test_subtree_text_stops_at_the_deadline() -> None:
     body = body_with_comments("<p>x</p>" * 3000)
     with pytest.raises(DeadlineExceeded):
         SubtreeText(body, deadline=time.monotonic() - 1)
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        ('<meta property="og:type" content="article">', True),
+        ('<meta property="og:type" content="Article:News">', True),
+        ('<meta property="og:type" content="product">', False),
+        ("", False),
+    ],
+)
+def test_declares_article(head: str, expected: bool) -> None:
+    from gateway.extract.tree import declares_article, parse_html
+
+    root = parse_html(f"<html><head>{head}</head><body></body></html>".encode(), "text/html")
+    assert root is not None and declares_article(root) is expected
+
+
+def test_link_length_counts_outermost_links() -> None:
+    from lxml import etree
+
+    from gateway.extract.tree import link_length
+
+    root = etree.fromstring("<div>text <a href='/a'>one two</a> <a href='/b'>three</a></div>")
+    assert link_length(root) == len("one two") + len("three")
