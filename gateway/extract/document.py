@@ -71,9 +71,16 @@ def is_json_type(mtype: str) -> bool:
 
 
 def extract(
-    body: bytes, content_type: str, mode: str = "auto", *, deadline_s: float | None = None
+    body: bytes,
+    content_type: str,
+    mode: str = "auto",
+    *,
+    deadline_s: float | None = None,
+    base_url: str | None = None,
 ) -> Document:
-    """The readable text of `body`; raises ExtractError past `deadline_s` seconds of work."""
+    """The readable text of `body`; raises ExtractError past `deadline_s` seconds of work.
+
+    Markdown links are resolved against `base_url` (the page's URL) when given."""
     if mode not in MODES:
         raise ExtractError(f"unknown extract mode {mode!r}; expected one of {', '.join(MODES)}")
     deadline = None if deadline_s is None else time.monotonic() + deadline_s
@@ -88,7 +95,8 @@ def extract(
     )
     if html:
         return _extract_html(
-            body, content_type, markdown=mode != "text", deadline=deadline, whole=mode == "page"
+            body, content_type, markdown=mode != "text", deadline=deadline,
+            whole=mode == "page", base_url=base_url,
         )
     text, utf8 = decode_text_utf8(body, content_type)
     if mode != "text" and is_json_type(mtype):
@@ -104,11 +112,17 @@ def _check(deadline: float | None) -> None:
 
 
 def _extract_html(
-    body: bytes, content_type: str, *, markdown: bool, deadline: float | None, whole: bool = False
+    body: bytes,
+    content_type: str,
+    *,
+    markdown: bool,
+    deadline: float | None,
+    whole: bool = False,
+    base_url: str | None = None,
 ) -> Document:
     mode = "markdown" if markdown else "text"
     if whole:
-        return _whole_page(body, content_type, deadline)
+        return _whole_page(body, content_type, deadline, base_url)
     best: tuple[etree._Element, int, int] | None = None
     title = description = None
     page_prose = 0
@@ -157,7 +171,7 @@ def _extract_html(
                 drop_menus(content, deadline)
             except DeadlineExceeded:
                 raise ExtractError("extraction deadline passed") from None
-    renderer = Renderer(markdown=markdown, deadline=deadline)
+    renderer = Renderer(markdown=markdown, deadline=deadline, base_url=base_url)
     try:
         text = renderer.render(content)
     except DeadlineExceeded:
@@ -173,14 +187,16 @@ def _extract_html(
     )
 
 
-def _whole_page(body: bytes, content_type: str, deadline: float | None) -> Document:
+def _whole_page(
+    body: bytes, content_type: str, deadline: float | None, base_url: str | None
+) -> Document:
     """The whole page's body as Markdown: no main-content selection, no boilerplate removal
     beyond what never renders (scripts, styles, forms)."""
     root = parse_html(body, content_type)
     if root is None:
         return Document(None, None, (), "", "markdown")
     body_el = root.find("body")
-    renderer = Renderer(markdown=True, deadline=deadline)
+    renderer = Renderer(markdown=True, deadline=deadline, base_url=base_url)
     try:
         text = renderer.render(body_el if body_el is not None else root)
     except DeadlineExceeded:

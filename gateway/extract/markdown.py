@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import re
 import time
+from urllib.parse import urljoin, urlsplit
 
 from lxml import etree
 
@@ -56,9 +57,14 @@ def _squash_inline(text: str) -> str:
 class Renderer:
     """Builds the text of one subtree; `headings` collects (level, text) on the way."""
 
-    def __init__(self, *, markdown: bool, deadline: float | None = None) -> None:
+    def __init__(
+        self, *, markdown: bool, deadline: float | None = None, base_url: str | None = None
+    ) -> None:
         self.markdown = markdown
         self.deadline = deadline
+        self.base_url = base_url
+        # pages link to the same places again and again: each href is resolved once
+        self._targets: dict[str | None, str | None] = {}
         self.headings: list[tuple[int, str]] = []
         self._seen = 0
         # the elements that hold a block element somewhere below them, found on first need
@@ -266,6 +272,13 @@ class Renderer:
 
     # --- inline -------------------------------------------------------------------------
 
+    def _target(self, href: str | None) -> str | None:
+        targets = self._targets
+        if href in targets:
+            return targets[href]
+        target = targets[href] = resolve_href(href, self.base_url)
+        return target
+
     def _inline_children(self, el: etree._Element, depth: int) -> str:
         parts: list[str] = []
         text = el.text
@@ -304,7 +317,7 @@ class Renderer:
         if not self.markdown:
             return inner
         if tag == "a":
-            return _link(inner, el.get("href"))
+            return _link(inner, self._target(el.get("href")))
         mark = _EMPHASIS.get(tag)
         if mark is not None:
             return _wrap(inner, mark)
@@ -320,19 +333,31 @@ def _wrap(inner: str, mark: str) -> str:
     return f"{lead}{mark}{core}{mark}{trail}"
 
 
-def _link(inner: str, href: str | None) -> str:
-    core = inner.strip()
-    if not core:
-        return inner
+_LINK_SCHEMES = frozenset({"http", "https", "mailto", "ftp"})
+
+
+def resolve_href(href: str | None, base_url: str | None) -> str | None:
+    """A link's target resolved against the page, or None when it is no place to go: empty,
+    a fragment of this page, too long, or of a scheme other than http(s), mailto and ftp
+    (`javascript:`, `data:`, `vbscript:`, however spelt: `urlsplit` drops the tabs and line
+    breaks browsers ignore). Without a base a relative target stays relative."""
     target = (href or "").strip()
-    lowered = target.lower()
-    if (
-        not target
-        or target.startswith("#")
-        or lowered.startswith(("javascript:", "data:", "vbscript:"))
-        or len(target) > MAX_HREF_CHARS
-        or "\n" in core
-    ):
+    if not target or target.startswith("#") or len(target) > MAX_HREF_CHARS:
+        return None
+    try:
+        if base_url:
+            target = urljoin(base_url, target)
+        scheme = urlsplit(target).scheme.lower()
+    except ValueError:
+        return None
+    if scheme not in _LINK_SCHEMES and (scheme or base_url):
+        return None
+    return target
+
+
+def _link(inner: str, target: str | None) -> str:
+    core = inner.strip()
+    if not core or target is None or "\n" in core:
         return inner
     target = _WHITESPACE.sub("%20", target)
     if "(" in target or ")" in target or "<" in target or ">" in target:

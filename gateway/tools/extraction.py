@@ -54,9 +54,12 @@ def extraction_summary(document: Document) -> dict[str, Any] | None:
     return summary
 
 
-def prepare(body: bytes, content_type: str, mode: str, body_sha256: str = "") -> Prepared:
-    """The extracted document, its sanitised text and that text's hash, title and headings."""
-    document = extract(body, content_type, mode, deadline_s=EXTRACT_DEADLINE)
+def prepare(
+    body: bytes, content_type: str, mode: str, body_sha256: str = "", base_url: str | None = None
+) -> Prepared:
+    """The extracted document (links resolved against `base_url`), its sanitised text and
+    that text's hash, title, description and headings."""
+    document = extract(body, content_type, mode, deadline_s=EXTRACT_DEADLINE, base_url=base_url)
     title = sanitize(document.title).text if document.title else None
     description = sanitize(document.description).text if document.description else None
     headings = tuple(
@@ -92,13 +95,18 @@ class ExtractionPool:
         )
 
     async def prepare(
-        self, body: bytes, content_type: str, mode: str, body_sha256: str = ""
+        self,
+        body: bytes,
+        content_type: str,
+        mode: str,
+        body_sha256: str = "",
+        base_url: str | None = None,
     ) -> Prepared:
         executor = self._executor
         loop = asyncio.get_running_loop()
         try:
             future = loop.run_in_executor(
-                executor, prepare, body, content_type, mode, body_sha256
+                executor, prepare, body, content_type, mode, body_sha256, base_url
             )
             return await asyncio.wait_for(future, EXTRACT_DEADLINE + HARD_TIMEOUT_GRACE)
         except (BrokenProcessPool, TimeoutError) as exc:

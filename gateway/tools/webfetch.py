@@ -175,7 +175,8 @@ class WebFetchTool:
         try:
             result = await self._fetcher.fetch_traced(policy, trace, FetchOptions())
             prepared = await self._prepare(
-                result.body, result.content_type or "", mode, result.body_sha256
+                result.body, result.content_type or "", mode, result.body_sha256,
+                str(result.target.url),
             )
         except GatewayError as error:
             self._audit.append(self._failure_record(action, ctx, url, trace, error, decision))
@@ -302,7 +303,7 @@ class WebFetchTool:
         return url
 
     async def _prepare(
-        self, body: bytes, content_type: str, mode: str, body_sha256: str
+        self, body: bytes, content_type: str, mode: str, body_sha256: str, base_url: str
     ) -> Prepared:
         """Extraction and sanitising, both CPU-bound on large or hostile pages, off the loop:
         HTML in the worker processes of the extraction pool (in the thread pool when there
@@ -316,12 +317,12 @@ class WebFetchTool:
         limit = INLINE_PREPARE_BYTES if needs_parsing else INLINE_TEXT_BYTES
         try:
             if len(body) <= limit:
-                return prepare(body, content_type, mode, body_sha256)
+                return prepare(body, content_type, mode, body_sha256, base_url)
             if needs_parsing and self._pool is not None:
-                return await self._pool.prepare(body, content_type, mode, body_sha256)
+                return await self._pool.prepare(body, content_type, mode, body_sha256, base_url)
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(
-                self._executor, prepare, body, content_type, mode, body_sha256
+                self._executor, prepare, body, content_type, mode, body_sha256, base_url
             )
         except (ExtractError, ExtractionPoolError) as exc:
             raise UpstreamError(f"the page could not be extracted: {exc}") from exc

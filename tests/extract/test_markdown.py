@@ -149,3 +149,27 @@ def test_deep_nesting_renders_flat() -> None:
     depth = 250  # libxml2 keeps up to 255 levels; the renderer flattens past its own cap
     text = render("<div>" * depth + "<p>deep <b>words</b></p>" + "</div>" * depth)
     assert text == "deep words"
+
+
+@pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        ("/docs/a b", "[x](https://site.example/docs/a%20b)"),
+        ("../up", "[x](https://site.example/up)"),
+        ("//cdn.example/f", "[x](https://cdn.example/f)"),
+        ("mailto:a@site.example", "[x](mailto:a@site.example)"),
+        ("javascript:alert(1)", "x"),
+        ("java\tscript:alert(1)", "x"),
+        (" JavaScript:alert(1)", "x"),
+        ("data:text/html,<b>x</b>", "x"),
+        ("vbscript:x", "x"),
+        ("#top", "x"),
+        ("http://[::1", "x"),  # not a URL: the text stays, the link goes
+    ],
+)
+def test_links_are_resolved_against_the_page(href: str, expected: str) -> None:
+    parser = etree.HTMLParser(encoding="utf-8")
+    root = etree.fromstring(b"<html><body><p><a>x</a></p></body></html>", parser)
+    root.find(".//a").set("href", href)
+    renderer = Renderer(markdown=True, base_url="https://site.example/docs/page")
+    assert renderer.render(root.find("body")) == expected

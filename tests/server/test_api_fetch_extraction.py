@@ -134,3 +134,15 @@ async def test_a_large_page_is_extracted_in_the_worker_processes(client, upstrea
     assert "Home" not in text
     assert unwrap(body["description"], nonce) == "A long report"
     assert body["extraction"] == {"main_content": True}
+
+
+async def test_links_are_resolved_against_the_final_url(client, upstream) -> None:
+    page = (
+        b"<html><body><article>" + STORY.encode()
+        + b"<p>Read the <a href='/timetable'>timetable</a> or <a href='javascript:steal()'>"
+        b"this</a>, and more words so that it is a paragraph of prose.</p></article></body></html>"
+    )
+    body = await fetch(client, served(upstream, page))
+    text = unwrap(body["content"], body["envelope"]["marker"])
+    assert f"[timetable](http://site.example.com:{upstream.port}/timetable)" in text
+    assert "javascript" not in text and " this," in text
