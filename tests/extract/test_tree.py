@@ -96,7 +96,10 @@ def assert_measures_match(body: etree._Element) -> None:
     for el in body.iter(etree.Element):
         assert measured.length(el) == text_length(el), etree.tostring(el)
         assert measured.text(el) == text_of(el), etree.tostring(el)
-        assert measured.link_length(el) == direct_link_length(el), etree.tostring(el)
+        # prefix sums add the same weights in another order: equal up to rounding
+        assert measured.link_length(el) == pytest.approx(direct_link_length(el)), (
+            etree.tostring(el)
+        )
 
 
 def body_with_comments(html: str) -> etree._Element:
