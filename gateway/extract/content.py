@@ -591,11 +591,14 @@ def _prepare(
             remove(heading)
     if not attempt.clean_conditionally:
         return
+    # measured once, before any removal: a block is judged with what was inside it at first
+    # (removing inner furniture first, as Readability does, costs a walk per block)
+    measured = SubtreeText(container, deadline)
     for count, el in enumerate(reversed(list(container.iter(*_CLEANED_TAGS)))):
         check_every(deadline, count)
         if el.getparent() is None or el is container:
             continue
-        if _should_clean(el, attempt, scores, deadline):
+        if _should_clean(el, attempt, scores, measured, deadline):
             remove(el)
 
 
@@ -603,27 +606,29 @@ def _should_clean(
     el: etree._Element,
     attempt: Attempt,
     scores: dict[etree._Element, float],
+    measured: SubtreeText,
     deadline: float | None,
 ) -> bool:
     weight = class_weight(el) if attempt.weigh_classes else 0
     if weight + scores.get(el, 0) < 0:
         return True
-    text = squash(text_of(el))
-    if len(_COMMAS.findall(text)) >= 10:
+    raw = measured.text(el)
+    commas = raw.count(",") if raw.isascii() else len(_COMMAS.findall(raw))
+    if commas >= 10:
         return False
     tag = el.tag
     is_list = tag in ("ul", "ol")
-    length = len(text)
+    length = measured.length(el)
     if not is_list and length:
-        list_chars = sum(text_length(li) for li in el.iter("ul", "ol"))
+        list_chars = sum(measured.length(li) for li in el.iter("ul", "ol"))
         is_list = list_chars / length > 0.9
     paragraphs = sum(1 for _ in el.iter("p"))
     images = sum(1 for _ in el.iter("img"))
     items = sum(1 for _ in el.iter("li")) - 100
     inputs = sum(1 for _ in el.iter("input"))
     in_figure = tag == "figure" or any(True for _ in el.iterancestors("figure"))
-    density = link_density(el, length, deadline)
-    headings = sum(text_length(h) for h in el.iter("h1", "h2", "h3", "h4", "h5", "h6"))
+    density = measured.link_length(el, deadline) / length if length else 0.0
+    headings = sum(measured.length(h) for h in el.iter("h1", "h2", "h3", "h4", "h5", "h6"))
     heading_density = headings / length if length else 0.0
     has_code = tag != "table" and any(True for _ in el.iter("pre", "code"))
     if has_code and density < 0.5:
