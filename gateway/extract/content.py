@@ -459,7 +459,7 @@ def select_content(
             # lxml moves the tail with the element; that text belongs to the old parent
             sibling.tail = None
             container.append(sibling)
-    _prepare(container, attempt, scores, title, deadline)
+    _prepare(container, attempt, scores, title, text, deadline)
     return Selection(container, page_prose, True)
 
 
@@ -578,9 +578,14 @@ def _prepare(
     attempt: Attempt,
     scores: dict[etree._Element, float],
     title: str | None,
+    measured: SubtreeText,
     deadline: float | None,
 ) -> None:
-    """Readability's prepArticle: remove what is left of the furniture inside the content."""
+    """Readability's prepArticle: remove what is left of the furniture inside the content.
+
+    `measured` is the page's text as selection measured it: each block is judged with what
+    was inside it then (removing inner furniture first and measuring again, as Readability
+    does, costs a walk per block)."""
     title_key = squash(title).lower() if title else None
     for heading in list(container.iter("h1", "h2")):
         text = squash(text_of(heading)).lower()
@@ -591,9 +596,6 @@ def _prepare(
             remove(heading)
     if not attempt.clean_conditionally:
         return
-    # measured once, before any removal: a block is judged with what was inside it at first
-    # (removing inner furniture first, as Readability does, costs a walk per block)
-    measured = SubtreeText(container, deadline)
     for count, el in enumerate(reversed(list(container.iter(*_CLEANED_TAGS)))):
         check_every(deadline, count)
         if el.getparent() is None or el is container:
