@@ -407,6 +407,9 @@ class Selection:
     content: etree._Element  # a new element holding what was chosen
     page_prose: int  # the page's text outside links once its boilerplate was removed
     scored: bool  # whether any paragraph was found (else `content` is the whole page)
+    # the text length of what was chosen, and of that outside links
+    chars: int = 0
+    prose: int = 0
 
 
 def select_content(
@@ -423,7 +426,8 @@ def select_content(
     container = etree.Element("div")
     if not scores:
         container.append(body)
-        return Selection(container, page_prose, False)
+        chars = text.length(body)
+        return Selection(container, page_prose, False, chars, page_prose)
     ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)[:10]
     adjusted = {el: score * (1 - _link_density(el, text, deadline)) for el, score in ranked}
     top, top_score = max(adjusted.items(), key=lambda item: item[1])
@@ -460,7 +464,14 @@ def select_content(
             sibling.tail = None
             container.append(sibling)
     _prepare(container, attempt, scores, title, text, deadline)
-    return Selection(container, page_prose, True)
+    # measured after the furniture went (what is left is what renders): the text in C, the
+    # links from the page's measurement (their subtrees are as they were)
+    check_every(deadline, 0)
+    chars = _squashed_length(
+        etree.tostring(container, method="text", encoding=str, with_tail=False)
+    )
+    links = sum(text.length(a) for a in container.iter("a"))
+    return Selection(container, page_prose, True, chars, max(chars - links, 0))
 
 
 def _common_ancestor(

@@ -32,11 +32,9 @@ from gateway.extract.content import (
 from gateway.extract.markdown import Renderer
 from gateway.extract.tree import (
     declares_article,
-    link_length,
     page_description,
     page_title,
     parse_html,
-    text_length,
 )
 
 MODES = ("auto", "markdown", "text", "raw", "page")
@@ -148,8 +146,7 @@ def _extract_html(
         if number == 0:
             page_prose = selection.page_prose
         # what an attempt found is measured in words, never in Markdown's link targets
-        found = text_length(content)
-        prose = found - link_length(content)
+        found, prose = selection.chars, selection.prose
         if best is None or found > best[1]:
             best = (content, found, prose)
         if prose >= ENOUGH_CONTENT_CHARS:
