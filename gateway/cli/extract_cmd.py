@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from gateway.cli.readfile import ReadError, read_capped
 from gateway.extract import Document, ExtractError, extract
 from gateway.extract.charset import looks_like_html
 
@@ -50,7 +51,11 @@ def run_extract(args: argparse.Namespace) -> int:
             body = _read(name)
             content_type = args.content_type or guess_content_type(name, body)
             document = extract_page(body, content_type, args.mode)
-        except (_ReadError, ExtractError) as exc:
+        except ReadError as exc:
+            print(f"gateway extract: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        except ExtractError as exc:
             print(f"gateway extract: {name}: {exc}", file=sys.stderr)
             status = 1
             continue
@@ -77,31 +82,20 @@ def guess_content_type(name: str, body: bytes) -> str:
     return "text/html" if looks_like_html(body[:1024]) else "text/plain"
 
 
-class _ReadError(Exception):
-    pass
-
-
 def _read(name: str) -> bytes:
-    try:
-        if name == "-":
-            data = sys.stdin.buffer.read(MAX_PAGE_BYTES + 1)
-        else:
-            with open(name, "rb") as handle:
-                data = handle.read(MAX_PAGE_BYTES + 1)
-    except OSError as exc:
-        raise _ReadError(f"cannot read it: {exc.strerror or exc}") from exc
+    data = read_capped(name, MAX_PAGE_BYTES)
     if data[:2] == b"\x1f\x8b":
-        data = _gunzip(data)
-    if len(data) > MAX_PAGE_BYTES:
-        raise _ReadError(f"larger than {MAX_PAGE_BYTES >> 20} MiB")
+        data = _gunzip(data, name)
+        if len(data) > MAX_PAGE_BYTES:
+            raise ReadError(f"{name} is larger than {MAX_PAGE_BYTES >> 20} MiB once decompressed")
     return data
 
 
-def _gunzip(data: bytes) -> bytes:
+def _gunzip(data: bytes, name: str) -> bytes:
     """Decompressed, at most MAX_PAGE_BYTES + 1 bytes of it (a gzip bomb stops there)."""
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
         return inflater.decompress(data, MAX_PAGE_BYTES + 1)
     except zlib.error as exc:
-        raise _ReadError(f"broken gzip data: {exc}") from exc
+        raise ReadError(f"{name}: broken gzip data: {exc}") from exc
 

@@ -113,18 +113,22 @@ ATTEMPTS = (Attempt(), Attempt(strip_unlikely=False),
             Attempt(strip_unlikely=False, weigh_classes=False, clean_conditionally=False))
 
 
+def _append_before(el: etree._Element, parent: etree._Element, text: str) -> None:
+    """Append `text` to what precedes `el` in its parent (a sibling's tail or the parent's text)."""
+    previous = el.getprevious()
+    if previous is not None:
+        previous.tail = (previous.tail or "") + text
+    else:
+        parent.text = (parent.text or "") + text
+
+
 def remove(el: etree._Element) -> None:
     """Detach an element, keeping the text that follows it."""
     parent = el.getparent()
     if parent is None:
         return
-    tail = el.tail
-    if tail:
-        previous = el.getprevious()
-        if previous is not None:
-            previous.tail = (previous.tail or "") + tail
-        else:
-            parent.text = (parent.text or "") + tail
+    if el.tail:
+        _append_before(el, parent, el.tail)
     parent.remove(el)
 
 
@@ -141,11 +145,7 @@ def unwrap(el: etree._Element) -> None:
     else:
         text += tail
     if text:
-        previous = el.getprevious()
-        if previous is not None:
-            previous.tail = (previous.tail or "") + text
-        else:
-            parent.text = (parent.text or "") + text
+        _append_before(el, parent, text)
     parent[index : index + 1] = children
 
 
