@@ -8,6 +8,7 @@ modified; callers need a fresh one per attempt.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterator
@@ -196,8 +197,6 @@ def strip_boilerplate(
     whatever is furniture in it.
     """
     share_limit = max(int(_page_length(body) * MOST_OF_PAGE), NOSCRIPT_CONTENT_CHARS)
-    # class/id values repeat across a page: classify each distinct one once
-    verdicts: dict[str, tuple[bool, bool, bool]] = {}
     doomed: list[etree._Element] = []
     unwrapped: list[etree._Element] = []
     small_widgets: list[etree._Element] = []
@@ -240,15 +239,7 @@ def strip_boilerplate(
         label = _label(el)
         if not label:
             continue
-        verdict = verdicts.get(label)
-        if verdict is None:
-            verdict = (
-                _COMMENTS.search(label) is not None,
-                _UNLIKELY.search(label) is not None and not _MAYBE_CANDIDATE.search(label),
-                _WIDGET.search(label) is not None,
-            )
-            verdicts[label] = verdict
-        comments, unlikely, widget = verdict
+        comments, unlikely, widget = _label_verdict(label)
         if tag in ("article", "main"):
             continue
         if widget:
@@ -305,12 +296,26 @@ def class_weight(el: etree._Element) -> int:
     weight = 0
     for value in (el.get("class"), el.get("id")):
         if value:
-            value = value[:MAX_LABEL_CHARS].lower()
-            if _NEGATIVE.search(value):
-                weight -= 25
-            if _POSITIVE.search(value):
-                weight += 25
+            weight += _value_weight(value[:MAX_LABEL_CHARS])
     return weight
+
+
+@functools.lru_cache(maxsize=4096)
+def _value_weight(value: str) -> int:
+    """A class or id value's weight: sites repeat a few hundred values across their pages, so
+    each is matched once (the cache is bounded, and its values are capped in length)."""
+    value = value.lower()
+    return (25 if _POSITIVE.search(value) else 0) - (25 if _NEGATIVE.search(value) else 0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _label_verdict(label: str) -> tuple[bool, bool, bool]:
+    """(comments, unlikely, widget) for a lower-cased class-and-id label, matched once."""
+    return (
+        _COMMENTS.search(label) is not None,
+        _UNLIKELY.search(label) is not None and not _MAYBE_CANDIDATE.search(label),
+        _WIDGET.search(label) is not None,
+    )
 
 
 def link_density(
