@@ -177,12 +177,15 @@ def _label(el: etree._Element) -> str:
 
 def _is_hidden(el: etree._Element) -> bool:
     """Hidden from readers, and not a part they can open (a tab, an accordion's panel)."""
-    if (el.get("role") or "").strip().lower() == "tabpanel" or _DISCLOSURE.search(_label(el)):
-        return False
-    if el.get("hidden") is not None or el.get("aria-hidden") == "true":
-        return True
     style = el.get("style")
-    return bool(style and _HIDDEN_STYLE.search(style[:MAX_LABEL_CHARS]))
+    hidden = (
+        el.get("hidden") is not None
+        or el.get("aria-hidden") == "true"
+        or bool(style and _HIDDEN_STYLE.search(style[:MAX_LABEL_CHARS]))
+    )
+    return hidden and not (
+        (el.get("role") or "").strip().lower() == "tabpanel" or _DISCLOSURE.search(_label(el))
+    )
 
 
 def strip_boilerplate(
