@@ -13,8 +13,9 @@
 The gateway side is `gateway.cli.extract_cmd.extract_page`, the function `gateway extract`
 runs, in `text` and `auto` mode; trafilatura runs with its defaults (text output). Pages are
 spread over a process pool (`--workers`, default the CPU count); every page runs all
-extractors in turn in one worker, and each call is timed in that worker's CPU seconds, so
-pages/s is per core and the ratios compare like with like. `--every N` scores every Nth page
+extractors in turn in one worker (the order rotating from page to page), and each call is
+timed in that worker's CPU seconds, so pages/s is per core and the ratios compare like with
+like. `--every N` scores every Nth page
 only (for quick iterations; report full runs).
 
     .venv/bin/python bench/extraction.py [--sets wcxb scrapinghub] [--every N] [--workers N]
@@ -109,10 +110,15 @@ def _init_worker(names: tuple[str, ...]) -> None:
         run(warm)
 
 
-def _run_page(path: Path) -> tuple[int, dict[str, tuple[str, float]]]:
+def _run_page(job: tuple[int, Path]) -> tuple[int, dict[str, tuple[str, float]]]:
+    number, path = job
     html = gzip.decompress(path.read_bytes())
     results = {}
-    for name, run in _EXTRACTORS.items():
+    # the order rotates page by page: whoever runs first on a page pays for cold caches
+    names = list(_EXTRACTORS)
+    turn = number % len(names)
+    for name in names[turn:] + names[:turn]:
+        run = _EXTRACTORS[name]
         start = time.process_time()
         try:
             text = run(html)
@@ -186,7 +192,9 @@ def run_set(
     size = 0
     with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(names,)) as pool:
         for page, (length, results) in zip(
-            pages, pool.map(_run_page, [page.path for page in pages], chunksize=4), strict=True
+            pages,
+            pool.map(_run_page, list(enumerate(page.path for page in pages)), chunksize=4),
+            strict=True,
         ):
             size += length
             for name, (text, seconds) in results.items():
