@@ -31,8 +31,15 @@ def register(subparsers: Any) -> None:
         "extract", help="extract saved pages offline, as WebFetch would", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("files", nargs="+", metavar="FILE")
-    parser.add_argument("--mode", choices=("auto", "text"), default="auto")
+    parser.add_argument(
+        "files", nargs="+", metavar="FILE", help="saved pages (.gz read decompressed; - is stdin)"
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("auto", "text"),
+        default="auto",
+        help="auto: Markdown of the main content (the WebFetch default); text: plain text",
+    )
     parser.add_argument("--content-type", metavar="T", help="the pages' Content-Type")
     parser.add_argument("--json", action="store_true", help="one JSON object per file")
     parser.set_defaults(run=run_extract)
