@@ -36,6 +36,7 @@ from gateway.search.ids import IdStore, InMemoryIdStore
 from gateway.search.providers import ADAPTERS
 from gateway.state.wiring import connect_shared_state
 from gateway.tools.envelope import now_iso
+from gateway.tools.extraction import ExtractionPool
 from gateway.tools.registry import ToolRegistry, ToolSpec
 from gateway.tools.research import ResearchTool
 from gateway.tools.research import tool_spec as research_spec
@@ -195,6 +196,8 @@ class Services:
             user_agent=config.fetch.user_agent,
         )
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="extract")
+        # WebFetch's HTML extraction: worker processes, off the event loop's GIL
+        self.extraction_pool = ExtractionPool()
         # state.redis: limits, search cache, provider health and ids shared across replicas.
         self.shared = connect_shared_state(config, self.instance_id, self.metrics)
         # Where each client met each host, for dlp.untrusted_hosts (bounded, per client).
@@ -214,6 +217,7 @@ class Services:
             ids=self.ids,
             cache=FetchCache(config.fetch.cache_ttl),
             sightings=self.sightings,
+            pool=self.extraction_pool,
         )
         # With the audit log: a call refused before its tool recorded anything still gets
         # its one record.
@@ -310,6 +314,7 @@ class Services:
         if self.shared is not None:
             await self.shared.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.extraction_pool.close()
         self.audit.close()
 
     @property
