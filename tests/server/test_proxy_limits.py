@@ -12,25 +12,29 @@ from tests.server.proxy_env import curl, parse_head, start_env
 from tests.server.test_proxy_connect import open_tunnel
 
 
-async def _env(tmp_path, make_config, extra: str):
-    return await start_env(tmp_path, make_config, policy_extra=extra)
+async def through_proxy(tmp_path, make_config, extra: str, *paths: str):
+    """curl each path through a proxy whose policy adds `extra`; the results, and the
+    proxy_http records once the proxy is closed."""
+    env = await start_env(tmp_path, make_config, policy_extra=extra)
+    try:
+        results = [await curl("-x", env.proxy_url, env.url(path)) for path in paths]
+    finally:
+        await env.close()
+    return (*results, env.records("proxy_http"))
 
 
 async def test_a_content_type_outside_proxy_limits_is_refused_on_the_head(
     tmp_path, make_config
 ) -> None:
-    env = await _env(tmp_path, make_config, "proxy_limits: {content_types: [text/*]}\n")
-    try:
-        image = await curl("-x", env.proxy_url, env.url("/image"))
-        page = await curl("-x", env.proxy_url, env.url("/page"))
-    finally:
-        await env.close()
+    image, page, records = await through_proxy(
+        tmp_path, make_config, "proxy_limits: {content_types: [text/*]}\n", "/image", "/page"
+    )
     assert image.status == 403 and b"PNG" not in image.body
     assert image.headers["x-gateway-reason"] == "content_type_not_allowed"
     assert image.headers["x-gateway-rule"] == "proxy_limits.content_types"
     assert b"image/png" in image.body and b"proxy_limits.content_types" in image.body
     assert page.status == 200 and page.body == b"hello through the proxy"
-    refused, allowed = env.records("proxy_http")
+    refused, allowed = records
     assert refused["event"]["type"] == ["denied"]
     assert (refused["policy"]["reason"], refused["policy"]["rule"]) == (
         "content_type_not_allowed",
@@ -42,13 +46,9 @@ async def test_a_content_type_outside_proxy_limits_is_refused_on_the_head(
 
 async def test_report_mode_relaxes_the_proxied_content_type(tmp_path, make_config) -> None:
     extra = "mode: report\nproxy_limits: {content_types: [text/*]}\n"
-    env = await _env(tmp_path, make_config, extra)
-    try:
-        image = await curl("-x", env.proxy_url, env.url("/image"))
-    finally:
-        await env.close()
+    image, records = await through_proxy(tmp_path, make_config, extra, "/image")
     assert image.status == 200 and image.body.startswith(b"\x89PNG")
-    [record] = env.records("proxy_http")
+    [record] = records
     assert record["event"]["type"] == ["allowed"]
     assert record["policy"] | {"name": None, "sha256": None} == {
         "name": None,
@@ -63,17 +63,14 @@ async def test_report_mode_relaxes_the_proxied_content_type(tmp_path, make_confi
 async def test_a_content_length_past_the_cap_is_refused_before_the_body(
     tmp_path, make_config
 ) -> None:
-    env = await _env(tmp_path, make_config, "proxy_limits: {max_response_bytes: 1000}\n")
-    try:
-        big = await curl("-x", env.proxy_url, env.url("/big"))
-        page = await curl("-x", env.proxy_url, env.url("/page"))
-    finally:
-        await env.close()
+    big, page, records = await through_proxy(
+        tmp_path, make_config, "proxy_limits: {max_response_bytes: 1000}\n", "/big", "/page"
+    )
     assert big.status == 502 and b"bbbb" not in big.body
     assert big.headers["x-gateway-reason"] == "response_too_large"
     assert big.headers["x-gateway-rule"] == "proxy_limits.max_response_bytes"
     assert page.status == 200
-    refused, allowed = env.records("proxy_http")
+    refused, allowed = records
     assert refused["error"]["code"] == "response_too_large"
     assert "proxy_limits.max_response_bytes (1000)" in refused["error"]["message"]
     assert refused["policy"]["rule"] == "domains.allow[0]"  # the destination was allowed
@@ -83,16 +80,13 @@ async def test_a_content_length_past_the_cap_is_refused_before_the_body(
 async def test_a_streamed_body_past_the_cap_is_cut_and_the_cut_recorded(
     tmp_path, make_config
 ) -> None:
-    env = await _env(tmp_path, make_config, "proxy_limits: {max_response_bytes: 12}\n")
-    try:
-        cut = await curl("-x", env.proxy_url, env.url("/chunked"))
-        page = await curl("-x", env.proxy_url, env.url("/page"))  # 23 bytes, by Content-Length
-    finally:
-        await env.close()
+    cut, page, records = await through_proxy(
+        tmp_path, make_config, "proxy_limits: {max_response_bytes: 12}\n", "/chunked", "/page"
+    )
     assert cut.status == 200 and cut.code != 0  # the head went out; the body never ended
     assert len(cut.body) <= 12 and b"part2" not in cut.body
     assert page.status == 502  # Content-Length 23 > 12: refused on its head
-    started, ended = env.records("proxy_http")[:2]
+    started, ended = records[:2]
     assert started["event"]["outcome"] == "success"
     assert ended["trace"]["id"] == started["trace"]["id"] == started["event"]["id"]
     assert ended["event"]["id"] != started["event"]["id"]
@@ -101,12 +95,9 @@ async def test_a_streamed_body_past_the_cap_is_cut_and_the_cut_recorded(
 
 
 async def test_without_proxy_limits_nothing_is_capped(tmp_path, make_config) -> None:
-    env = await _env(tmp_path, make_config, "proxy_limits: {max_response_bytes: null}\n")
-    try:
-        image = await curl("-x", env.proxy_url, env.url("/image"))
-        chunked = await curl("-x", env.proxy_url, env.url("/chunked"))
-    finally:
-        await env.close()
+    image, chunked, records = await through_proxy(
+        tmp_path, make_config, "proxy_limits: {max_response_bytes: null}\n", "/image", "/chunked"
+    )
     assert image.status == 200 and chunked.body == b"part0;part1;part2;part3;part4;"
 
 
