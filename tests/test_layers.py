@@ -88,7 +88,7 @@ DIAL_EXEMPT = {
     # the Fetcher's session, over the connector that fetch/dial.py builds
     ("fetch/client.py", "ClientSession"): "connector",
     # wraps an accepted client socket's descriptor for splice(2); dials nothing
-    ("server/proxy_splice.py", "socket"): "fileno",
+    ("server/proxy/splice.py", "socket"): "fileno",
 }
 # Outbound clients no module may use (the Redis client of state.redis is the operator's own
 # and lives in gateway/state; the system resolver's queries go through getaddrinfo).
@@ -137,10 +137,10 @@ def test_the_dial_check_sees_a_connection_opened_elsewhere(tmp_path: Path) -> No
     assert sorted(name for name, _, _ in dial_calls(sample)) == ["ClientSession", "create_connection", "open_connection"]
 
 
-# The forward proxy's adapter (server/proxy*.py) decides nothing itself: every decision is
+# The forward proxy's adapter (server/proxy/) decides nothing itself: every decision is
 # the use case's (tools/forward.py). From the policy it takes only the types that decisions
 # and targets travel in, never a function that decides.
-PROXY_MODULES = sorted(PACKAGE.glob("server/proxy*.py"))
+PROXY_MODULES = sorted(PACKAGE.glob("server/proxy/*.py"))
 PROXY_MAY_NAME_FROM_POLICY = {"Decision", "Reason", "Policy", "Target", "IPAddress"}
 
 
@@ -181,9 +181,9 @@ def test_the_proxy_adapter_check_sees_a_decision_function(tmp_path: Path) -> Non
 
 
 def test_the_proxy_modules_import_one_another_in_one_direction() -> None:
-    """No circle among server/proxy*.py, imports made only for type checking included: a
-    request and a tunnel reach the listener through proxy_ports' interfaces."""
-    names = {f"gateway.server.{p.stem}": p for p in PROXY_MODULES}
+    """No circle among server/proxy/, imports made only for type checking included: a
+    request and a tunnel reach the listener through the interfaces of `ports`."""
+    names = {f"gateway.server.proxy.{p.stem}": p for p in PROXY_MODULES}
     edges = {
         name: {m for m in imports_of(path) if m in names and m != name}
         for name, path in names.items()

@@ -25,7 +25,7 @@ from gateway.reload import Fingerprint, ReloadController, startup_fingerprints
 from gateway.runtime import Services
 from gateway.server.app import make_app
 from gateway.server.drain import CUT_OFF
-from gateway.server.proxy import install_forward_proxy
+from gateway.server.proxy.listener import install_forward_proxy
 from gateway.server.worker_metrics import SNAPSHOT_INTERVAL, WorkerMetrics
 
 log = logging.getLogger("gateway.serve")

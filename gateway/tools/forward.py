@@ -2,7 +2,7 @@
 any transport. A plain `http://` request (its line, headers and body prefix), a CONNECT
 (the gateway configuration's `proxy.connect_ports` applied by the engine, so report mode and
 explain see it), a response head (`proxy_limits`), and, after a reload, whether a live tunnel
-or keep-alive connection may stay open. The adapter (`server/proxy*`) parses, asks here,
+or keep-alive connection may stay open. The adapter (`server/proxy/`) parses, asks here,
 relays bytes, and writes the records `tools/records.py` builds.
 """
 

@@ -21,7 +21,7 @@ from gateway.fetch.resolver import parse_static_hosts
 from gateway.policy.engine import decide_url
 from gateway.policy.model import Limits, Timeouts
 from tests.policy.conftest import make_policy
-from tests.server.proxy_env import start_env
+from tests.server.proxy.env import start_env
 from tests.upstream import ScriptedUpstream
 
 REFUSED = "refused"

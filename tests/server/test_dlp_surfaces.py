@@ -17,7 +17,7 @@ from gateway.tools.responses import EXPLAIN_RESPONSE
 from tests.conformance import assert_conforms
 from tests.conftest import STATIC_HOSTS, loopback_policy
 from tests.server.conftest import audit_records
-from tests.server.proxy_env import curl, parse_head, raw_exchange, start_env
+from tests.server.proxy.env import curl, parse_head, raw_exchange, start_env
 from tests.tools.searchgateway import client_policy
 
 CANARY = "tripwire-4c1f7a2b9e"

@@ -364,7 +364,7 @@ def test_a_reviewers_token_is_refused_by_the_proxy() -> None:
     from gateway.errors import UnauthorizedError
     from gateway.policy.load import load_default_policy
     from gateway.runtime import ClientIdentity, PolicyState
-    from gateway.server.proxy_auth import authenticate_basic
+    from gateway.server.proxy.auth import authenticate_basic
 
     policy = load_default_policy()
     state = PolicyState(

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gateway.server.proxy_splice import SPLICE_AVAILABLE, SplicePump
+from gateway.server.proxy.splice import SPLICE_AVAILABLE, SplicePump
 
 pytestmark = [
     pytest.mark.skipif(not SPLICE_AVAILABLE, reason="this platform has no splice(2)"),

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.server.tls_hello import (
+from gateway.server.proxy.tls_hello import (
     INCOMPLETE,
     ClientHello,
     NotTLSError,

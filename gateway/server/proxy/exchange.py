@@ -2,7 +2,7 @@
 absolute-form `http://` request forwarded through `fetch.upstream`'s pool, or a CONNECT
 decided, opened with `fetch.tunnel` and handed to a `Tunnel`. The decisions are the use
 case's (`tools.forward`); the connection and the listener are reached through the small
-interfaces of `proxy_ports`, never `proxy.py` itself.
+interfaces of `ports`, never the listener itself.
 """
 
 from __future__ import annotations
@@ -32,16 +32,16 @@ from gateway.policy.engine import Decision, Reason
 from gateway.policy.model import Policy
 from gateway.policy.urls import Target
 from gateway.runtime import ClientIdentity
-from gateway.server.proxy_auth import REALM, claimed_user
-from gateway.server.proxy_http import BadRequestError, RequestHead
-from gateway.server.proxy_ports import ClientSide, ProxyHost
-from gateway.server.proxy_responses import (
+from gateway.server.proxy.auth import REALM, claimed_user
+from gateway.server.proxy.ports import ClientSide, ProxyHost
+from gateway.server.proxy.request import BadRequestError, RequestHead
+from gateway.server.proxy.responses import (
     one_line,
     plain_response,
     response_head,
 )
-from gateway.server.proxy_tunnel import Tunnel, UpstreamSide
-from gateway.server.proxy_watch import IdleWatch
+from gateway.server.proxy.tunnel import Tunnel, UpstreamSide
+from gateway.server.proxy.watch import IdleWatch
 from gateway.tools import forward
 from gateway.tools.records import auth_failure_record, new_event_id, proxy_record
 

@@ -10,7 +10,7 @@ import functools
 from typing import Any
 
 from gateway.fetch.http1 import has_body
-from gateway.server.proxy_http import RequestHead
+from gateway.server.proxy.request import RequestHead
 
 # Response headers that describe one hop, never forwarded (RFC 9110 7.6.1).
 RESPONSE_HOP_BY_HOP = frozenset(

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.config import ProxyConfig
-from tests.server.proxy_env import curl, parse_head, start_env
-from tests.server.test_proxy_connect import open_tunnel
+from tests.server.proxy.env import curl, parse_head, start_env
+from tests.server.proxy.test_tunnel import open_tunnel
 
 
 async def through_proxy(tmp_path, make_config, extra: str, *paths: str):

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.proxy_env import start_env
+from tests.server.proxy.env import start_env
 
-SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "sandbox" / "run-in-sandbox.sh"
+SCRIPT = Path(__file__).resolve().parents[3] / "examples" / "sandbox" / "run-in-sandbox.sh"
 SUBNET = "10.200.77"
 
 

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from gateway.config import ClientLimits, ProxyConfig, ServerConfig
-from tests.server.proxy_env import BIG, curl, parse_head, raw_exchange, start_env
+from tests.server.proxy.env import BIG, curl, parse_head, raw_exchange, start_env
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.config import ServerConfig
-from tests.server.proxy_env import ProxyEnv, parse_head, start_env
+from tests.server.proxy.env import ProxyEnv, parse_head, start_env
 
 # Long enough that a test relying on it would hit its own socket timeout first: every answer
 # below comes from the head itself, never from server.header_timeout.

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from gateway.config import ClientConfig, ClientLimits, ProxyConfig, ServerConfig
-from gateway.server import proxy_tunnel
-from gateway.server.proxy_splice import SPLICE_AVAILABLE
-from tests.server.proxy_env import (
+from gateway.server.proxy import tunnel as proxy_tunnel
+from gateway.server.proxy.splice import SPLICE_AVAILABLE
+from tests.server.proxy.env import (
     BIG,
     ProxyEnv,
     curl,
@@ -456,7 +456,7 @@ async def test_a_client_that_resets_while_its_tunnel_opens_leaves_a_record(
 ) -> None:
     """The policy allowed the CONNECT; the client went away before the upstream connection
     was open: the decision is on record (allow, `client_error`), with no 200 and no tunnel."""
-    from gateway.server import proxy_exchange
+    from gateway.server.proxy import exchange as proxy_exchange
 
     real_open = proxy_exchange.open_tunnel
 
@@ -649,7 +649,7 @@ async def test_an_upstream_that_speaks_first_is_heard(
     when it arrived before the tunnel started (`late`: the hand-over waits a moment)."""
     banner = b"220 upstream ready\r\n"
     if handover == "late":
-        from gateway.server import proxy_exchange
+        from gateway.server.proxy import exchange as proxy_exchange
 
         real_open = proxy_exchange.open_tunnel
 

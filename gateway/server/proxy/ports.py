@@ -1,8 +1,8 @@
 """The small interfaces one proxy request and one tunnel talk to: the listener as they see it
 (`ProxyHost`), the client's connection (`ClientSide`), and a tunnel as the connection sees it
 (`TunnelRelay`). `proxy.ForwardProxy` and `proxy.ProxyConnection` implement them; the
-exchange and the tunnel import this module, never `proxy.py`, so the proxy's modules import
-one another in one direction only (proxy -> exchange -> tunnel -> ports).
+exchange and the tunnel import this module, never `listener`, so the proxy's modules import
+one another in one direction only (listener -> exchange -> tunnel -> ports).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from gateway.policy.addresses import IPAddress
 from gateway.policy.model import Policy
 from gateway.policy.urls import Target
 from gateway.runtime import ClientIdentity, Services
-from gateway.server.proxy_http import RequestHead
-from gateway.server.proxy_watch import IdleWatch
+from gateway.server.proxy.request import RequestHead
+from gateway.server.proxy.watch import IdleWatch
 
 
 class TunnelRelay(Protocol):

@@ -1,12 +1,12 @@
-"""The forward proxy: absolute-form `http://` requests and CONNECT tunnels,
-decided by the caller's policy and audited, on its own port.
+"""The forward proxy's listener and its connections: absolute-form `http://` requests and
+CONNECT tunnels, decided by the caller's policy and audited, on its own port.
 
-A raw asyncio protocol rather than aiohttp's server: every request the strict reader in
-`proxy_http` refuses still gets the gateway's headers and an audit record, an idle keep-alive
+A raw asyncio protocol rather than aiohttp's server: every request the strict reader
+(`request`) refuses still gets the gateway's headers and an audit record, an idle keep-alive
 connection costs one small object and no task, and tunnel bytes pass from one transport to
-the other without any parsing (flow control both ways). Decisions come from `policy`,
-connections from `fetch` (`fetch.upstream`'s pool for HTTP, `fetch.tunnel` for CONNECT); this
-module only translates.
+the other without any parsing (flow control both ways). Decisions come from the use case
+(`tools.forward`), connections from `fetch` (`fetch.upstream`'s pool for HTTP,
+`fetch.tunnel` for CONNECT); this package only translates.
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ from gateway.limits import FREE_LEASE, InMemoryLimiter, Lease, Limiter
 from gateway.policy.model import Policy
 from gateway.policy.urls import Target
 from gateway.runtime import ClientIdentity, PolicyState, Services
-from gateway.server.proxy_auth import authenticate_basic
-from gateway.server.proxy_exchange import Exchange
-from gateway.server.proxy_http import (
+from gateway.server.proxy.auth import authenticate_basic
+from gateway.server.proxy.exchange import Exchange
+from gateway.server.proxy.ports import ClientSide, TunnelRelay
+from gateway.server.proxy.request import (
     MAX_HEAD,
     MAX_LINE,
     BadRequestError,
@@ -42,9 +43,8 @@ from gateway.server.proxy_http import (
     RequestHead,
     parse_request_head,
 )
-from gateway.server.proxy_ports import ClientSide, TunnelRelay
-from gateway.server.proxy_responses import plain_response
-from gateway.server.proxy_watch import IdleWatch
+from gateway.server.proxy.responses import plain_response
+from gateway.server.proxy.watch import IdleWatch
 from gateway.tools import forward
 from gateway.tools.records import new_event_id, proxy_record
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.server.proxy_watch import IdleWatch
+from gateway.server.proxy.watch import IdleWatch
 
 
 async def test_a_request_with_nothing_coming_is_cancelled() -> None:

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from tests.server.proxy_env import parse_head, raw_exchange, start_env
+from tests.server.proxy.env import parse_head, raw_exchange, start_env
 
 
 @pytest.fixture

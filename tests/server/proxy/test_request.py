@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.server.proxy_http import BadRequestError, _header, parse_request_head
+from gateway.server.proxy.request import BadRequestError, _header, parse_request_head
 
 REQUEST_LINE = b"GET http://site.example.com/ HTTP/1.1"
 # Bytes that matter to a header line's grammar, and a few that do not.

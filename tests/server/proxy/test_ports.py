@@ -8,9 +8,9 @@ import inspect
 
 import pytest
 
-from gateway.server.proxy import ForwardProxy, ProxyConnection
-from gateway.server.proxy_ports import ClientSide, ProxyHost, TunnelRelay
-from gateway.server.proxy_tunnel import Tunnel
+from gateway.server.proxy.listener import ForwardProxy, ProxyConnection
+from gateway.server.proxy.ports import ClientSide, ProxyHost, TunnelRelay
+from gateway.server.proxy.tunnel import Tunnel
 
 
 def members(protocol: type) -> set[str]:

@@ -22,7 +22,7 @@ from cryptography.x509.oid import NameOID
 from gateway.config import ClientConfig, ClientLimits, ProxyConfig, ServerConfig
 from gateway.fetch.resolver import own_listening_addresses
 from gateway.runtime import Services
-from gateway.server.proxy import ForwardProxy
+from gateway.server.proxy.listener import ForwardProxy
 
 BIG = 1024 * 1024
 

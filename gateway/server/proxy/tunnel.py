@@ -20,9 +20,9 @@ from gateway.policy.addresses import IPAddress
 from gateway.policy.engine import Decision, Reason
 from gateway.policy.model import Policy
 from gateway.policy.urls import Target
-from gateway.server.proxy_ports import ClientSide, ProxyHost
-from gateway.server.proxy_splice import SPLICE_AVAILABLE, SplicePump
-from gateway.server.tls_hello import (
+from gateway.server.proxy.ports import ClientSide, ProxyHost
+from gateway.server.proxy.splice import SPLICE_AVAILABLE, SplicePump
+from gateway.server.proxy.tls_hello import (
     MAX_HELLO_BYTES,
     ClientHello,
     NotTLSError,
