@@ -94,7 +94,8 @@ RELAXED_IN_REPORT_MODE = frozenset(
 
 # Rules that live in the gateway configuration, not the policy; a refusal names it as such.
 CONNECT_PORTS_RULE = "proxy.connect_ports"
-CONFIG_RULES = frozenset({CONNECT_PORTS_RULE})
+REQUIRE_TLS_RULE = "proxy.require_tls"
+CONFIG_RULES = frozenset({CONNECT_PORTS_RULE, REQUIRE_TLS_RULE})
 
 _DESCRIPTIONS = {
     Reason.INVALID_URL: "the URL is not valid",
@@ -430,6 +431,20 @@ def _decide_media(
         if media and fnmatch.fnmatchcase(media, pattern):
             return _allow(policy, rule)
     return _deny(policy, Reason.CONTENT_TYPE_NOT_ALLOWED, rule, detail=media or "no content type")
+
+
+def decide_tunnel_start(
+    policy: Policy, host: str, *, not_tls: str | None = None, server_name: str | None = None
+) -> Decision:
+    """The first bytes of a tunnel under the gateway configuration's `proxy.require_tls`: a
+    `not_tls` problem (what is wrong with them), else a TLS server name that differs from the
+    CONNECT host, refuses; enforced in every mode (nothing else would stop SSH or fronting)."""
+    if not_tls is not None:
+        return _deny(policy, Reason.NOT_TLS, REQUIRE_TLS_RULE, detail=not_tls)
+    if server_name is not None and server_name != host:
+        detail = f"SNI {server_name[:100]!r} but CONNECT to {host!r}"
+        return _deny(policy, Reason.SNI_MISMATCH, REQUIRE_TLS_RULE, detail=detail)
+    return _allow(policy, REQUIRE_TLS_RULE)
 
 
 def decide_tool(policy: Policy, tool: str) -> Decision:

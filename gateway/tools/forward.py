@@ -18,6 +18,7 @@ from gateway.policy.engine import (
     decide_address,
     decide_proxied_content_type,
     decide_target,
+    decide_tunnel_start,
     decide_untrusted_host,
     decide_url,
     with_finding,
@@ -73,6 +74,14 @@ def decide_connect(
     return decide_target(
         policy, target, tool=None, sent=f"https://{authority}", connect_ports=connect_ports
     )
+
+
+def decide_tunnel_start_bytes(
+    policy: Policy, host: str, *, not_tls: str | None = None, server_name: str | None = None
+) -> Decision:
+    """With `proxy.require_tls`: the tunnel's first bytes are a TLS ClientHello (`not_tls`
+    says what they are instead) whose server name, when sent, is the CONNECT host."""
+    return decide_tunnel_start(policy, host, not_tls=not_tls, server_name=server_name)
 
 
 def same_authority(host_header: str, target: Target, request_target: str = "") -> bool:

@@ -171,3 +171,18 @@ async def test_provenance_flags_secrets_sent_to_hosts_seen_only_in_content() -> 
     assert other is not None
     await forward.check_provenance(guarded, sightings, "agent", plain, other, None)
     assert not await sightings.only_from_content("agent", "b.example.org")
+
+
+@pytest.mark.parametrize("mode", ["enforce", "report"])
+def test_a_tunnels_first_bytes_are_judged_in_every_mode(mode: str) -> None:
+    judged = policy(f"mode: {mode}\n")
+    ok = forward.decide_tunnel_start_bytes(judged, "a.example.com", server_name="a.example.com")
+    assert ok.allowed and ok.rule == "proxy.require_tls"
+    assert forward.decide_tunnel_start_bytes(judged, "a.example.com").allowed  # no SNI sent
+    ssh = forward.decide_tunnel_start_bytes(judged, "a.example.com", not_tls="SSH-2.0 banner")
+    assert (ssh.allowed, ssh.reason, ssh.enforced) == (False, Reason.NOT_TLS, True)
+    fronted = forward.decide_tunnel_start_bytes(
+        judged, "a.example.com", server_name="b.example.net"
+    )
+    assert (fronted.allowed, fronted.reason) == (False, Reason.SNI_MISMATCH)
+    assert "by the gateway configuration (proxy.require_tls" in forward.refusal_message(fronted)

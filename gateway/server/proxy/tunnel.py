@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.errors import AuditWriteError
 from gateway.limits import Lease
 from gateway.policy.addresses import IPAddress
-from gateway.policy.engine import Decision, Reason
+from gateway.policy.engine import Decision
 from gateway.policy.model import Policy
 from gateway.policy.urls import Target
 from gateway.server.proxy.ports import ClientSide, ProxyHost
@@ -28,6 +28,7 @@ from gateway.server.proxy.tls_hello import (
     NotTLSError,
     parse_client_hello,
 )
+from gateway.tools import forward
 from gateway.tools.records import tunnel_close_record
 
 if TYPE_CHECKING:
@@ -236,17 +237,13 @@ class Tunnel:
         try:
             hello = parse_client_hello(bytes(self.hello))
         except NotTLSError as exc:
-            self._refuse(Reason.NOT_TLS, str(exc))
+            self._judge_start(not_tls=str(exc))
             return
         if not isinstance(hello, ClientHello):
             if len(self.hello) > MAX_HELLO_BYTES:
-                self._refuse(Reason.NOT_TLS, "no complete ClientHello")
+                self._judge_start(not_tls="no complete ClientHello")
             return
-        if hello.server_name is not None and hello.server_name != self.target.host:
-            self._refuse(
-                Reason.SNI_MISMATCH,
-                f"SNI {hello.server_name[:100]!r} but CONNECT to {self.target.host!r}",
-            )
+        if not self._judge_start(server_name=hello.server_name):
             return
         self.verified = True
         self.upstream_transport.write(bytes(self.hello))
@@ -266,7 +263,7 @@ class Tunnel:
     def client_eof(self) -> bool:
         self.client_eof_seen = True
         if not self.verified:
-            self._refuse(Reason.NOT_TLS, "the client closed before a complete ClientHello")
+            self._judge_start(not_tls="the client closed before a complete ClientHello")
             return False
         if self.upstream_eof_seen:
             self.close("closed")
@@ -339,13 +336,18 @@ class Tunnel:
 
     def _hello_timeout(self) -> None:
         if not self.closed and not self.verified:
-            self._refuse(Reason.NOT_TLS, "no ClientHello within server.header_timeout")
+            self._judge_start(not_tls="no ClientHello within server.header_timeout")
 
-    def _refuse(self, reason: Reason, detail: str) -> None:
-        decision = Decision(
-            False, reason, "proxy.require_tls", self.policy.name, self.policy.sha256, detail=detail
+    def _judge_start(self, *, not_tls: str | None = None, server_name: str | None = None) -> bool:
+        """The use case's verdict on the first bytes; a refusal closes the tunnel. True when
+        they may pass."""
+        decision = forward.decide_tunnel_start_bytes(
+            self.policy, self.target.host, not_tls=not_tls, server_name=server_name
         )
-        self.close(str(reason), decision)
+        if decision.allowed:
+            return True
+        self.close(str(decision.reason), decision)
+        return False
 
     def close(self, end: str, tls_decision: Decision | None = None) -> None:
         """End the tunnel once: both sides closed, one `tunnel_close` record, lease back."""
