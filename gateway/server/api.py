@@ -11,7 +11,7 @@ from gateway import __version__
 from gateway.errors import GatewayError, UnavailableError
 from gateway.fetch.resolver import LookupFailedError, PolicyResolver
 from gateway.policy.engine import decide_answer, decide_url, explain_answer
-from gateway.server.app import REQUEST_ID, SERVICES, caller, json_response, read_json
+from gateway.server.handles import REQUEST_ID, SERVICES, caller, json_response, read_json
 from gateway.tools.context import CallContext
 from gateway.tools.registry import ToolSpec
 from gateway.tools.schema import EXPLAIN_REQUEST, validate, with_defaults
