@@ -1,7 +1,7 @@
 """Dependencies point one way (docs/design.md), and every outbound socket is dialled in
 fetch/dial.py; read with ast, so no import runs.
 
-policy, extract and provenance are pure (no asyncio, no aiohttp); nothing imports server or
+policy, yamlstrict, extract and provenance are pure (no asyncio, no aiohttp); nothing imports server or
 cli; fetch never imports search, tools, server or runtime; tools never import server; review
 (the audit page's reading) imports neither aiohttp nor jinja2.
 """
@@ -18,6 +18,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gateway"
 # layer -> modules it must never import
 FORBIDDEN = {
     "policy": ("asyncio", "aiohttp", "gateway.fetch", "gateway.search", "gateway.tools", "gateway.server", "gateway.cli", "gateway.runtime", "gateway.audit"),
+    # Strict YAML: the plumbing policies and the configuration both read with; knows neither.
+    "yamlstrict": ("asyncio", "aiohttp", "gateway.policy", "gateway.config", "gateway.configload", "gateway.fetch", "gateway.search", "gateway.tools", "gateway.server", "gateway.cli", "gateway.runtime", "gateway.audit"),
     "extract": ("asyncio", "aiohttp", "gateway.fetch", "gateway.search", "gateway.tools", "gateway.server", "gateway.cli", "gateway.runtime", "trafilatura"),
     "provenance": ("asyncio", "aiohttp", "gateway.fetch", "gateway.search", "gateway.tools", "gateway.server", "gateway.cli", "gateway.runtime"),
     "audit": ("aiohttp", "gateway.fetch", "gateway.search", "gateway.tools", "gateway.server", "gateway.cli", "gateway.runtime"),

@@ -25,16 +25,9 @@ from gateway.policy.engine import Decision, Reason, decide_answer, decide_url, e
 from gateway.policy.load import PolicyValidationError, load_policy_file
 from gateway.policy.model import Policy
 from gateway.policy.urls import Target
-from gateway.policy.yamlsource import (
-    Field,
-    Issue,
-    SourceError,
-    Walker,
-    choice_field,
-    compose,
-    read_bounded,
-    string_field,
-)
+from gateway.yamlstrict.issues import Issue, SourceError
+from gateway.yamlstrict.source import compose, read_bounded
+from gateway.yamlstrict.walk import Field, Walker, choice_field, string_field
 
 TOOLS = ("WebFetch", "WebSearch", "XSearch", "Research")
 MAX_CASES_BYTES = 4 << 20

@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.policy import yamlsource
 from gateway.policy.engine import Reason, decide_url
 from gateway.policy.hosts import PatternKind
 from gateway.policy.load import (
@@ -30,6 +29,7 @@ from gateway.policy.load import (
     load_policy_file,
 )
 from gateway.policy.model import Action, Mode, ResultsHandling
+from gateway.yamlstrict import source as yamlsource
 
 GOLDEN = Path(__file__).parent / "golden"
 GOLDEN_CASES = sorted(GOLDEN.glob("*.yaml"))
