@@ -67,15 +67,20 @@ def policy_for(port: int) -> Any:
     return make_policy(allow=[".example.com"], net_allow=["127.0.0.0/8"], ports=(port,))
 
 
-async def test_a_checked_name_is_connected_to_its_address(listener: Listener) -> None:
-    port = await listener.start()
-    opened = await open_tunnel(
-        policy_for(port),
-        parse_url(f"https://site.example.com:{port}/"),
+async def open_to(name: str, port: int, answer: list[str], policy: Any = None) -> Any:
+    """open_tunnel to NAME.example.com:PORT, the static table answering ANSWER."""
+    return await open_tunnel(
+        policy or policy_for(port),
+        parse_url(f"https://{name}.example.com:{port}/"),
         asyncio.Protocol,
-        static_hosts=hosts(site=["127.0.0.1"]),
+        static_hosts=hosts(**{name: answer}),
         own_addresses=(),
     )
+
+
+async def test_a_checked_name_is_connected_to_its_address(listener: Listener) -> None:
+    port = await listener.start()
+    opened = await open_to("site", port, ["127.0.0.1"])
     try:
         assert opened.ip == ipaddress.ip_address("127.0.0.1")
         assert opened.decision.allowed and opened.decision.rule == "networks.allow[0]"
@@ -88,13 +93,8 @@ async def test_one_refused_address_refuses_the_name_before_any_connection(
 ) -> None:
     port = await listener.start()
     with pytest.raises(AddressCheckFailed) as caught:
-        await open_tunnel(
-            make_policy(allow=[".example.com"], ports=(port,)),  # loopback not exempted
-            parse_url(f"https://mixed.example.com:{port}/"),
-            asyncio.Protocol,
-            static_hosts=hosts(mixed=["127.0.0.1", "10.0.0.5"]),
-            own_addresses=(),
-        )
+        not_exempt = make_policy(allow=[".example.com"], ports=(port,))  # loopback refused
+        await open_to("mixed", port, ["127.0.0.1", "10.0.0.5"], not_exempt)
     assert caught.value.addresses == (
         ipaddress.ip_address("127.0.0.1"),
         ipaddress.ip_address("10.0.0.5"),
@@ -119,13 +119,7 @@ async def test_the_gateways_own_address_is_refused(listener: Listener) -> None:
 async def test_addresses_are_tried_in_answer_order(listener: Listener) -> None:
     port = await listener.start()
     # 127.0.0.2 listens on nothing: refused, then the next address of the answer is tried.
-    opened = await open_tunnel(
-        policy_for(port),
-        parse_url(f"https://pair.example.com:{port}/"),
-        asyncio.Protocol,
-        static_hosts=hosts(pair=["127.0.0.2", "127.0.0.1"]),
-        own_addresses=(),
-    )
+    opened = await open_to("pair", port, ["127.0.0.2", "127.0.0.1"])
     try:
         assert opened.ip == ipaddress.ip_address("127.0.0.1")
     finally:
@@ -135,13 +129,7 @@ async def test_addresses_are_tried_in_answer_order(listener: Listener) -> None:
 async def test_nothing_listening_is_upstream_unreachable() -> None:
     port = closed_port()
     with pytest.raises(UpstreamUnreachableError, match="could not connect"):
-        await open_tunnel(
-            policy_for(port),
-            parse_url(f"https://site.example.com:{port}/"),
-            asyncio.Protocol,
-            static_hosts=hosts(site=["127.0.0.1"]),
-            own_addresses=(),
-        )
+        await open_to("site", port, ["127.0.0.1"])
 
 
 async def test_a_name_that_does_not_resolve_is_upstream_unreachable(
