@@ -39,6 +39,7 @@ from gateway.search.ids import IdStore, InMemoryIdStore
 from gateway.search.providers import ADAPTERS
 from gateway.state.wiring import connect_shared_state
 from gateway.tools.envelope import now_iso
+from gateway.tools.extraction import ExtractionPool
 from gateway.tools.registry import ToolRegistry
 from gateway.tools.research import ResearchTool
 from gateway.tools.research import tool_spec as research_spec
@@ -205,7 +206,8 @@ class Services:
         )
 
     def _connect_outbound(self, config: GatewayConfig) -> None:
-        """The one outbound client, the extraction threads, and the state replicas share."""
+        """The one outbound client, the extraction threads and processes, and the state
+        replicas share."""
         self.fetcher = Fetcher(
             static_hosts=hosts_table(
                 config.resolver.hosts, system_hosts=config.resolver.system_hosts
@@ -214,6 +216,8 @@ class Services:
             user_agent=config.fetch.user_agent,
         )
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="extract")
+        # WebFetch's HTML extraction: worker processes, off the event loop's GIL
+        self.extraction_pool = ExtractionPool()
         # state.redis: limits, search cache, provider health and ids shared across replicas.
         self.shared = connect_shared_state(config, self.instance_id, self.metrics)
         # Where each client met each host, for dlp.untrusted_hosts (bounded, per client).
@@ -260,6 +264,7 @@ class Services:
             ids=self.ids,
             cache=FetchCache(config.fetch.cache_ttl),
             sightings=self.sightings,
+            pool=self.extraction_pool,
         )
         self.tools.add(webfetch_spec(self.webfetch))
         self.websearch = WebSearchTool(
@@ -335,6 +340,7 @@ class Services:
         if self.shared is not None:
             await self.shared.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.extraction_pool.close()
         self.audit.close()
 
     @property

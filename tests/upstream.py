@@ -33,6 +33,20 @@ def make_upstream() -> web.Application:
     async def page(request: web.Request) -> web.Response:
         return web.Response(body=PAGE, content_type="text/html", charset="utf-8")
 
+    @routes.get("/report/{n}")
+    async def report(request: web.Request) -> web.Response:
+        # a long article of n paragraphs, described, with a menu around it
+        paragraphs = "".join(
+            f"<p>Paragraph {i} of the long report, with commas, numbers and enough words to "
+            "count as prose in the main content of the page.</p>"
+            for i in range(int(request.match_info["n"]))
+        )
+        page = (
+            '<html><head><meta name="description" content="A long report"></head><body>'
+            f"<nav><a href='/'>Home</a></nav><article>{paragraphs}</article></body></html>"
+        )
+        return web.Response(text=page, content_type="text/html")
+
     @routes.get("/echo-headers")
     async def echo_headers(request: web.Request) -> web.Response:
         return web.json_response(dict(request.headers))

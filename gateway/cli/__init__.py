@@ -23,6 +23,7 @@ _GROUPS = (
     "config",
     "token",
     "completion",
+    "extract",
 )
 
 

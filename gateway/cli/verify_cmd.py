@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from gateway.cli.readfile import ReadError, read_capped
 from gateway.provenance.dsse import DSSEError, load_public_key
 from gateway.provenance.envelope import signed_body, verify_response
 
@@ -51,7 +52,7 @@ def run_verify(args: argparse.Namespace) -> int:
         document = orjson.loads(_read(args.response))
     except orjson.JSONDecodeError as exc:
         return _invalid(f"{args.response} is not JSON ({exc})")
-    except _ReadError as exc:
+    except ReadError as exc:
         print(f"gateway verify: {exc}", file=sys.stderr)
         return 2
     try:
@@ -62,22 +63,8 @@ def run_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-class _ReadError(Exception):
-    pass
-
-
 def _read(path: str) -> bytes:
-    try:
-        if path == "-":
-            data = sys.stdin.buffer.read(MAX_RESPONSE_BYTES + 1)
-        else:
-            with open(path, "rb") as handle:
-                data = handle.read(MAX_RESPONSE_BYTES + 1)
-    except OSError as exc:
-        raise _ReadError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    if len(data) > MAX_RESPONSE_BYTES:
-        raise _ReadError(f"{path} is larger than {MAX_RESPONSE_BYTES >> 20} MiB")
-    return data
+    return read_capped(path, MAX_RESPONSE_BYTES)
 
 
 def _invalid(reason: str) -> int:

@@ -1,7 +1,8 @@
 """Response bodies -> readable text: HTML main content as Markdown or text, JSON pretty-printed.
 
-Pure (lxml and the standard library): no network, no asyncio, no shared mutable state, so
-callers may run `extract` in a thread pool. Never imports trafilatura or any other extractor.
+Pure (lxml and the standard library): no network, no asyncio, no shared mutable state (only
+bounded caches of pure functions), so callers may run `extract` in a thread pool or in worker
+processes. Never imports trafilatura or any other extractor.
 """
 
 from gateway.extract.charset import decode_text

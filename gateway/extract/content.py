@@ -8,6 +8,7 @@ modified; callers need a fresh one per attempt.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterator
@@ -24,7 +25,10 @@ from gateway.extract.tree import (
     text_of,
 )
 
-__all__ = ["ATTEMPTS", "ENOUGH_CONTENT_CHARS", "Attempt", "DeadlineExceeded", "select_content"]
+__all__ = [
+    "ATTEMPTS", "ENOUGH_CONTENT_CHARS", "Attempt", "DeadlineExceeded", "Selection",
+    "drop_menus", "select_content", "strip_boilerplate",
+]
 
 # Elements that never hold readable main content.
 _JUNK_TAGS = (
@@ -34,6 +38,9 @@ _JUNK_TAGS = (
     "area", "audio", "video", "source", "track", "picture", "math", "head", "menu",
     "figcaption",
 )
+_JUNK_TAG_SET = frozenset(_JUNK_TAGS)
+# Junk tags that hold other elements, where an unclosed one can swallow the rest of a page.
+_JUNK_CONTAINERS = frozenset({"button", "nav", "aside", "footer", "menu", "dialog", "select"})
 _UNLIKELY_ROLES = frozenset(
     {"menu", "menubar", "complementary", "navigation", "alert", "alertdialog", "dialog",
      "banner", "contentinfo", "search", "toolbar", "tooltip"}
@@ -63,6 +70,8 @@ _WIDGET = re.compile(
 _COMMENTS = re.compile(
     r"(?:^|[\s_-])(?:comments?|commentlist|comment-list|disqus\w*|respond|replies)(?:[\s_-]|$)"
 )
+# Content a click discloses (tab panels, accordions, drawers, "read more" parts)
+_DISCLOSURE = re.compile(r"tab|accordion|collaps|panel|drawer|toggle|expand|disclos|details")
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
 
 _BLOCK_CHILDREN = frozenset(
@@ -82,6 +91,13 @@ MIN_PARAGRAPH_CHARS = 25
 ENOUGH_CONTENT_CHARS = 500
 WIDGET_MAX_CHARS = 500
 MAX_LABEL_CHARS = 300
+NOSCRIPT_CONTENT_CHARS = 200  # more text than a "please enable JavaScript" notice
+MOST_OF_PAGE = 0.5
+WIDEN_SHARE = 0.7
+MENU_MIN_LINKS = 5
+MENU_LINK_SHARE = 0.8
+MENU_LINK_CHARS = 25  # a menu entry's few words, against a listing's names and titles
+WIDEN_MIN_PROSE = 0.45
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,19 +114,55 @@ ATTEMPTS = (Attempt(), Attempt(strip_unlikely=False),
             Attempt(strip_unlikely=False, weigh_classes=False, clean_conditionally=False))
 
 
+def _append_before(el: etree._Element, parent: etree._Element, text: str) -> None:
+    """Append `text` to what precedes `el` in its parent (a sibling's tail or the parent's text)."""
+    previous = el.getprevious()
+    if previous is not None:
+        previous.tail = (previous.tail or "") + text
+    else:
+        parent.text = (parent.text or "") + text
+
+
 def remove(el: etree._Element) -> None:
     """Detach an element, keeping the text that follows it."""
     parent = el.getparent()
     if parent is None:
         return
-    tail = el.tail
-    if tail:
-        previous = el.getprevious()
-        if previous is not None:
-            previous.tail = (previous.tail or "") + tail
-        else:
-            parent.text = (parent.text or "") + tail
+    if el.tail:
+        _append_before(el, parent, el.tail)
     parent.remove(el)
+
+
+def unwrap(el: etree._Element) -> None:
+    """Replace an element by its content (its text, children and tail stay where it was)."""
+    parent = el.getparent()
+    if parent is None:
+        return
+    index = parent.index(el)
+    text, tail = el.text or "", el.tail or ""
+    children = list(el)
+    if children:
+        children[-1].tail = (children[-1].tail or "") + tail
+    else:
+        text += tail
+    if text:
+        _append_before(el, parent, text)
+    parent[index : index + 1] = children
+
+
+def _page_length(body: etree._Element) -> int:
+    """About how many characters of text a page has (whitespace runs counted once)."""
+    total = _squashed_length(etree.tostring(body, method="text", encoding=str, with_tail=False))
+    # scripts' and styles' text is no reader's (a framework's state can be most of a page)
+    for el in body.iter("script", "style", "template"):
+        if el.text:
+            total -= _squashed_length(el.text)
+    return max(total, 0)
+
+
+def _squashed_length(text: str) -> int:
+    words = text.split()
+    return sum(map(len, words)) + len(words)
 
 
 def _label(el: etree._Element) -> str:
@@ -124,33 +176,53 @@ def _label(el: etree._Element) -> str:
 
 
 def _is_hidden(el: etree._Element) -> bool:
-    if el.get("hidden") is not None or el.get("aria-hidden") == "true":
-        return True
+    """Hidden from readers, and not a part they can open (a tab, an accordion's panel)."""
     style = el.get("style")
-    return bool(style and _HIDDEN_STYLE.search(style[:MAX_LABEL_CHARS]))
+    hidden = (
+        el.get("hidden") is not None
+        or el.get("aria-hidden") == "true"
+        or bool(style and _HIDDEN_STYLE.search(style[:MAX_LABEL_CHARS]))
+    )
+    return hidden and not (
+        (el.get("role") or "").strip().lower() == "tabpanel" or _DISCLOSURE.search(_label(el))
+    )
 
 
 def strip_boilerplate(
     body: etree._Element, attempt: Attempt, deadline: float | None = None
 ) -> None:
-    """Remove what is never main content: junk tags, hidden and widget-like elements."""
-    for el in list(body.iter(*_JUNK_TAGS)):
-        remove(el)
-    # class/id values repeat across a page: classify each distinct one once
-    verdicts: dict[str, tuple[bool, bool, bool]] = {}
+    """Remove what is never main content: junk tags, hidden and widget-like elements.
+
+    A `<noscript>` with a page's worth of text is its content for readers without scripts
+    (forum software puts the posts there): it stays, as plain blocks. An element that would
+    go but holds most of the page's text stays too: recovering parsers nest the rest of a
+    page inside a `<button>` or `<nav>` that was never closed, and scoring still ranks
+    whatever is furniture in it.
+    """
+    share_limit = max(int(_page_length(body) * MOST_OF_PAGE), NOSCRIPT_CONTENT_CHARS)
     doomed: list[etree._Element] = []
+    unwrapped: list[etree._Element] = []
     small_widgets: list[etree._Element] = []
     # What is inside a doomed element goes with it: its subtree needs no reading (often half
     # of a page: headers, menus, comments, related stories).
     walk = etree.iterwalk(body, events=("start",))
     for count, (_, el) in enumerate(walk):
         check_every(deadline, count)
+        tag = el.tag
+        if tag in _JUNK_TAG_SET:
+            if tag == "noscript" and _holds_text(el, NOSCRIPT_CONTENT_CHARS):
+                unwrapped.append(el)
+            elif tag in _JUNK_CONTAINERS and _holds_text(el, share_limit, deadline):
+                continue
+            else:
+                doomed.append(el)
+                walk.skip_subtree()
+            continue
         # most elements have no attributes; asking for their names once is cheaper than
         # looking up each attribute
         keys = el.keys()
-        if not keys:
+        if not keys or not isinstance(tag, str):
             continue
-        tag = el.tag
         if tag == "body":
             continue
         if (
@@ -161,34 +233,32 @@ def strip_boilerplate(
                 and (el.get("rel") == "author" or "author" in (el.get("itemprop") or ""))
             )
         ):
-            doomed.append(el)
-            walk.skip_subtree()
+            if not _holds_text(el, share_limit, deadline):
+                doomed.append(el)
+                walk.skip_subtree()
             continue
         if "class" not in keys and "id" not in keys:
             continue
         label = _label(el)
         if not label:
             continue
-        verdict = verdicts.get(label)
-        if verdict is None:
-            verdict = (
-                _COMMENTS.search(label) is not None,
-                _UNLIKELY.search(label) is not None and not _MAYBE_CANDIDATE.search(label),
-                _WIDGET.search(label) is not None,
-            )
-            verdicts[label] = verdict
-        comments, unlikely, widget = verdict
+        comments, unlikely, widget = _label_verdict(label)
         if tag in ("article", "main"):
             continue
         if widget:
             small_widgets.append(el)
-        elif comments or (
-            attempt.strip_unlikely and unlikely and tag not in ("a", "table", "td", "tr", "tbody")
-        ):
+        elif (
+            comments or (
+                attempt.strip_unlikely and unlikely
+                and tag not in ("a", "table", "td", "tr", "tbody")
+            )
+        ) and not _holds_text(el, share_limit, deadline):
             doomed.append(el)
             walk.skip_subtree()
     for el in doomed:
         remove(el)
+    for el in unwrapped:
+        unwrap(el)
     # A wrapper whose class merely mentions "share" or "author" keeps its content. Innermost
     # first: once a widget holds enough text, so do all its ancestors, which then need no
     # reading (nested widgets would otherwise cost depth x text).
@@ -206,11 +276,18 @@ def strip_boilerplate(
             remove(el)
 
 
-def _holds_text(el: etree._Element, limit: int) -> bool:
+def _holds_text(el: etree._Element, limit: int, deadline: float | None = None) -> bool:
     """Whether an element has at least `limit` characters of text; stops reading there, so
     nested widgets cost no more than their first few hundred characters each."""
+    if limit > WIDGET_MAX_CHARS:
+        # a big limit (a share of the page): measured in C, where most elements fall short
+        # of it by their raw length already
+        check_every(deadline, 0)
+        raw = etree.tostring(el, method="text", encoding=str, with_tail=False)
+        return len(raw) >= limit and _squashed_length(raw) >= limit
     total = 0
-    for piece in el.itertext():
+    for count, piece in enumerate(el.itertext()):
+        check_every(deadline, count + 1)
         words = piece.split()
         total += sum(map(len, words)) + len(words)
         if total >= limit:
@@ -222,12 +299,26 @@ def class_weight(el: etree._Element) -> int:
     weight = 0
     for value in (el.get("class"), el.get("id")):
         if value:
-            value = value[:MAX_LABEL_CHARS].lower()
-            if _NEGATIVE.search(value):
-                weight -= 25
-            if _POSITIVE.search(value):
-                weight += 25
+            weight += _value_weight(value[:MAX_LABEL_CHARS])
     return weight
+
+
+@functools.lru_cache(maxsize=4096)
+def _value_weight(value: str) -> int:
+    """A class or id value's weight: sites repeat a few hundred values across their pages, so
+    each is matched once (the cache is bounded, and its values are capped in length)."""
+    value = value.lower()
+    return (25 if _POSITIVE.search(value) else 0) - (25 if _NEGATIVE.search(value) else 0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _label_verdict(label: str) -> tuple[bool, bool, bool]:
+    """(comments, unlikely, widget) for a lower-cased class-and-id label, matched once."""
+    return (
+        _COMMENTS.search(label) is not None,
+        _UNLIKELY.search(label) is not None and not _MAYBE_CANDIDATE.search(label),
+        _WIDGET.search(label) is not None,
+    )
 
 
 def link_density(
@@ -319,25 +410,38 @@ def _ancestor_chain(
     return chain
 
 
+@dataclass(frozen=True, slots=True)
+class Selection:
+    content: etree._Element  # a new element holding what was chosen
+    page_prose: int  # the page's text outside links once its boilerplate was removed
+    scored: bool  # whether any paragraph was found (else `content` is the whole page)
+    # the text length of what was chosen, and of that outside links
+    chars: int = 0
+    prose: int = 0
+
+
 def select_content(
     body: etree._Element, attempt: Attempt, title: str | None, deadline: float | None = None
-) -> etree._Element:
-    """A new element holding the main content of `body` (moved out of it).
+) -> Selection:
+    """The main content of `body` (moved out of it) in a new element.
 
     Raises DeadlineExceeded once `deadline` (time.monotonic()) has passed."""
     strip_boilerplate(body, attempt, deadline)
     # the tree stays as it is now until _prepare: its text is measured once for all questions
     text = SubtreeText(body, deadline)
+    page_prose = text.length(body) - int(text.link_length(body, deadline))
     scores = _score_candidates(body, attempt, text, deadline)
     container = etree.Element("div")
     if not scores:
         container.append(body)
-        return container
+        chars = text.length(body)
+        return Selection(container, page_prose, False, chars, page_prose)
     ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)[:10]
     adjusted = {el: score * (1 - _link_density(el, text, deadline)) for el, score in ranked}
     top, top_score = max(adjusted.items(), key=lambda item: item[1])
     top = _common_ancestor(top, top_score, adjusted, body)
     top = _climb(top, top_score, scores, adjusted, text, deadline)
+    top = _widen(top, body, text, deadline)
     top_score = adjusted.get(top, scores.get(top, top_score))
 
     parent = top.getparent()
@@ -367,8 +471,15 @@ def select_content(
             # lxml moves the tail with the element; that text belongs to the old parent
             sibling.tail = None
             container.append(sibling)
-    _prepare(container, attempt, scores, title, deadline)
-    return container
+    _prepare(container, attempt, scores, title, text, deadline)
+    # measured after the furniture went (what is left is what renders): the text in C, the
+    # links from the page's measurement (their subtrees are as they were)
+    check_every(deadline, 0)
+    chars = _squashed_length(
+        etree.tostring(container, method="text", encoding=str, with_tail=False)
+    )
+    links = sum(text.length(a) for a in container.iter("a"))
+    return Selection(container, page_prose, True, chars, max(chars - links, 0))
 
 
 def _common_ancestor(
@@ -391,6 +502,60 @@ def _common_ancestor(
         if sum(1 for ancestors in alternative_ancestors if parent in ancestors) >= 3:
             return parent
         parent = parent.getparent()
+    return top
+
+
+def drop_menus(body: etree._Element, deadline: float | None = None) -> None:
+    """Remove the menus of a page read whole: lists and runs of five or more links of a few
+    words each, with next to no other text (categories, tag clouds, site maps)."""
+    text = SubtreeText(body, deadline)
+    doomed = []
+    walk = etree.iterwalk(body, events=("start",))
+    for count, (_, el) in enumerate(walk):
+        check_every(deadline, count)
+        tag = el.tag
+        if tag in ("ul", "ol"):
+            links = sum(1 for _ in el.iter("a"))
+        elif tag in ("div", "p", "section", "span", "td"):
+            links = sum(1 for child in el if child.tag == "a")
+        else:
+            continue
+        if links < MENU_MIN_LINKS:
+            continue
+        length = text.length(el)
+        link_chars = text.link_length(el, deadline)
+        if link_chars >= MENU_LINK_SHARE * length and link_chars < MENU_LINK_CHARS * links:
+            doomed.append(el)
+            walk.skip_subtree()
+    for el in doomed:
+        remove(el)
+
+
+def _widen(
+    top: etree._Element, body: etree._Element, text: SubtreeText, deadline: float | None
+) -> etree._Element:
+    """Move up from the best block while it holds only a part of the page's prose and the
+    text its ancestor adds is prose too (not links): pages made of several sections (a
+    service page, a product's description, size guide and reviews) score each section
+    apart, and the best of them is only one (forums: one post)."""
+    def prose(el: etree._Element) -> float:
+        return text.length(el) - text.link_length(el, deadline)
+
+    page = prose(body)
+    if page <= 0:
+        return top
+    current = prose(top)
+    parent = top.getparent()
+    while (
+        parent is not None and parent is not body and parent.tag != "html"
+        and current < WIDEN_SHARE * page
+    ):
+        added_total = text.length(parent) - text.length(top)
+        added = prose(parent) - current
+        if added_total > 0 and added / added_total < WIDEN_MIN_PROSE:
+            break
+        top, current = parent, prose(parent)
+        parent = top.getparent()
     return top
 
 
@@ -432,9 +597,14 @@ def _prepare(
     attempt: Attempt,
     scores: dict[etree._Element, float],
     title: str | None,
+    measured: SubtreeText,
     deadline: float | None,
 ) -> None:
-    """Readability's prepArticle: remove what is left of the furniture inside the content."""
+    """Readability's prepArticle: remove what is left of the furniture inside the content.
+
+    `measured` is the page's text as selection measured it: each block is judged with what
+    was inside it then (removing inner furniture first and measuring again, as Readability
+    does, costs a walk per block)."""
     title_key = squash(title).lower() if title else None
     for heading in list(container.iter("h1", "h2")):
         text = squash(text_of(heading)).lower()
@@ -449,7 +619,7 @@ def _prepare(
         check_every(deadline, count)
         if el.getparent() is None or el is container:
             continue
-        if _should_clean(el, attempt, scores, deadline):
+        if _should_clean(el, attempt, scores, measured, deadline):
             remove(el)
 
 
@@ -457,27 +627,29 @@ def _should_clean(
     el: etree._Element,
     attempt: Attempt,
     scores: dict[etree._Element, float],
+    measured: SubtreeText,
     deadline: float | None,
 ) -> bool:
     weight = class_weight(el) if attempt.weigh_classes else 0
     if weight + scores.get(el, 0) < 0:
         return True
-    text = squash(text_of(el))
-    if len(_COMMAS.findall(text)) >= 10:
+    raw = measured.text(el)
+    commas = raw.count(",") if raw.isascii() else len(_COMMAS.findall(raw))
+    if commas >= 10:
         return False
     tag = el.tag
     is_list = tag in ("ul", "ol")
-    length = len(text)
+    length = measured.length(el)
     if not is_list and length:
-        list_chars = sum(text_length(li) for li in el.iter("ul", "ol"))
+        list_chars = sum(measured.length(li) for li in el.iter("ul", "ol"))
         is_list = list_chars / length > 0.9
     paragraphs = sum(1 for _ in el.iter("p"))
     images = sum(1 for _ in el.iter("img"))
     items = sum(1 for _ in el.iter("li")) - 100
     inputs = sum(1 for _ in el.iter("input"))
     in_figure = tag == "figure" or any(True for _ in el.iterancestors("figure"))
-    density = link_density(el, length, deadline)
-    headings = sum(text_length(h) for h in el.iter("h1", "h2", "h3", "h4", "h5", "h6"))
+    density = measured.link_length(el, deadline) / length if length else 0.0
+    headings = sum(measured.length(h) for h in el.iter("h1", "h2", "h3", "h4", "h5", "h6"))
     heading_density = headings / length if length else 0.0
     has_code = tag != "table" and any(True for _ in el.iter("pre", "code"))
     if has_code and density < 0.5:

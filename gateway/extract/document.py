@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from lxml import etree
+
 from gateway.extract.charset import (
     decode_text_utf8,
     is_html_type,
@@ -23,12 +25,25 @@ from gateway.extract.content import (
     ATTEMPTS,
     ENOUGH_CONTENT_CHARS,
     DeadlineExceeded,
+    drop_menus,
     select_content,
+    strip_boilerplate,
 )
 from gateway.extract.markdown import Renderer
-from gateway.extract.tree import page_description, page_title, parse_html
+from gateway.extract.tree import (
+    declares_article,
+    page_description,
+    page_title,
+    parse_html,
+)
 
 MODES = ("auto", "markdown", "text", "raw", "page")
+WHOLE_PAGE_SHARE = 0.5
+NOTE_EMPTY = "the page has no readable text in its HTML (it may need scripts to show it)"
+NOTE_NO_PROSE = (
+    "no main content found: the page has no paragraphs of text (navigation, links or "
+    "short labels only); this is all of its readable text"
+)
 
 
 class ExtractError(Exception):
@@ -44,6 +59,9 @@ class Document:
     mode: str  # the mode actually applied: "markdown" | "text" | "raw" | "json"
     # `text` in UTF-8 when that came for free (a valid UTF-8 body taken as it is), else None
     utf8: bytes | None = field(default=None, compare=False, repr=False)
+    # HTML only: whether main content was found, and when not, why (None for other bodies)
+    main_content: bool | None = None
+    note: str | None = None
 
 
 def is_json_type(mtype: str) -> bool:
@@ -51,9 +69,16 @@ def is_json_type(mtype: str) -> bool:
 
 
 def extract(
-    body: bytes, content_type: str, mode: str = "auto", *, deadline_s: float | None = None
+    body: bytes,
+    content_type: str,
+    mode: str = "auto",
+    *,
+    deadline_s: float | None = None,
+    base_url: str | None = None,
 ) -> Document:
-    """The readable text of `body`; raises ExtractError past `deadline_s` seconds of work."""
+    """The readable text of `body`; raises ExtractError past `deadline_s` seconds of work.
+
+    Markdown links are resolved against `base_url` (the page's URL) when given."""
     if mode not in MODES:
         raise ExtractError(f"unknown extract mode {mode!r}; expected one of {', '.join(MODES)}")
     deadline = None if deadline_s is None else time.monotonic() + deadline_s
@@ -68,7 +93,8 @@ def extract(
     )
     if html:
         return _extract_html(
-            body, content_type, markdown=mode != "text", deadline=deadline, whole=mode == "page"
+            body, content_type, markdown=mode != "text", deadline=deadline,
+            whole=mode == "page", base_url=base_url,
         )
     text, utf8 = decode_text_utf8(body, content_type)
     if mode != "text" and is_json_type(mtype):
@@ -84,47 +110,90 @@ def _check(deadline: float | None) -> None:
 
 
 def _extract_html(
-    body: bytes, content_type: str, *, markdown: bool, deadline: float | None, whole: bool = False
+    body: bytes,
+    content_type: str,
+    *,
+    markdown: bool,
+    deadline: float | None,
+    whole: bool = False,
+    base_url: str | None = None,
 ) -> Document:
     mode = "markdown" if markdown else "text"
     if whole:
-        return _whole_page(body, content_type, deadline)
-    best: tuple[str, tuple[tuple[int, str], ...]] | None = None
+        return _whole_page(body, content_type, deadline, base_url)
+    best: tuple[etree._Element, int, int] | None = None
     title = description = None
+    page_prose = 0
+    scored = article = False
     for number, attempt in enumerate(ATTEMPTS):
         _check(deadline)
         root = parse_html(body, content_type)
         if root is None:
-            return Document(None, None, (), "", mode)
+            return Document(None, None, (), "", mode, main_content=False, note=NOTE_EMPTY)
         if number == 0:
             title = page_title(root)
             description = page_description(root)
+            article = declares_article(root)
         body_el = root.find("body")
         if body_el is None:
             body_el = root
-        renderer = Renderer(markdown=markdown, deadline=deadline)
         try:
-            content = select_content(body_el, attempt, title, deadline)
-            text = renderer.render(content)
+            selection = select_content(body_el, attempt, title, deadline)
         except DeadlineExceeded:
             raise ExtractError("extraction deadline passed") from None
-        headings = tuple(renderer.headings)
-        if best is None or len(text) > len(best[0]):
-            best = (text, headings)
-        if len(text) >= ENOUGH_CONTENT_CHARS:
+        content = selection.content
+        scored = scored or selection.scored
+        if number == 0:
+            page_prose = selection.page_prose
+        # what an attempt found is measured in words, never in Markdown's link targets
+        found, prose = selection.chars, selection.prose
+        if best is None or found > best[1]:
+            best = (content, found, prose)
+        if prose >= ENOUGH_CONTENT_CHARS:
             break
     assert best is not None
-    return Document(title, description, best[1], best[0], mode)
+    content, found, prose = best
+    if not article and scored and prose < WHOLE_PAGE_SHARE * page_prose:
+        # The chosen blocks hold under that share of the prose left once the boilerplate is
+        # gone, on a page that does not say it is an article (whose rest is teasers): a
+        # page of many small parts (listings, shops, service pages) reads better whole, its
+        # menus removed, than as its biggest piece.
+        root = parse_html(body, content_type)
+        if root is not None:
+            content = root.find("body")
+            if content is None:
+                content = root
+            try:
+                strip_boilerplate(content, ATTEMPTS[0], deadline)
+                drop_menus(content, deadline)
+            except DeadlineExceeded:
+                raise ExtractError("extraction deadline passed") from None
+    renderer = Renderer(markdown=markdown, deadline=deadline, base_url=base_url)
+    try:
+        text = renderer.render(content)
+    except DeadlineExceeded:
+        raise ExtractError("extraction deadline passed") from None
+    note = None
+    if not text.strip():
+        note = NOTE_EMPTY
+    elif not scored:
+        note = NOTE_NO_PROSE
+    return Document(
+        title, description, tuple(renderer.headings), text, mode,
+        main_content=note is None, note=note,
+    )
 
 
-def _whole_page(body: bytes, content_type: str, deadline: float | None) -> Document:
+def _whole_page(
+    body: bytes, content_type: str, deadline: float | None, base_url: str | None
+) -> Document:
     """The whole page's body as Markdown: no main-content selection, no boilerplate removal
     beyond what never renders (scripts, styles, forms)."""
     root = parse_html(body, content_type)
     if root is None:
         return Document(None, None, (), "", "markdown")
     body_el = root.find("body")
-    renderer = Renderer(markdown=True, deadline=deadline)
+    renderer = Renderer(markdown=True, deadline=deadline, base_url=base_url)
     try:
         text = renderer.render(body_el if body_el is not None else root)
     except DeadlineExceeded:

@@ -51,6 +51,16 @@ def text_length(el: etree._Element) -> int:
     return sum(map(len, words)) + len(words) - 1 if words else 0
 
 
+def link_length(el: etree._Element) -> int:
+    """Characters of the text of the links in an element (outermost links only)."""
+    total = 0
+    walk = etree.iterwalk(el, events=("start",), tag="a")
+    for _, a in walk:
+        total += text_length(a)
+        walk.skip_subtree()
+    return total
+
+
 def text_of(el: etree._Element) -> str:
     return "".join(el.itertext())
 
@@ -74,24 +84,29 @@ class SubtreeText:
     Valid only while the tree is unchanged; one per call, never shared.
     """
 
-    __slots__ = ("_spans", "_pieces", "_chars", "_words", "_joins", "_links")
+    __slots__ = ("_spans", "_pieces", "_chars", "_words", "_joins", "_links", "_link_sums")
 
     def __init__(self, root: etree._Element, deadline: float | None = None) -> None:
         pieces: list[str] = []
-        # per element: the half-open range of the non-empty pieces its text is made of
-        spans: dict[etree._Element, tuple[int, int]] = {}
-        starts: list[int] = []
+        # per element: the half-open ranges of the non-empty pieces its text is made of and
+        # of the links (<a>, in document order) inside it, itself included
+        spans: dict[etree._Element, tuple[int, int, int, int]] = {}
+        starts: list[tuple[int, int]] = []
+        links: list[etree._Element] = []
         append = pieces.append
         push, pop = starts.append, starts.pop
         for event, node in etree.iterwalk(root, events=_WALK_EVENTS):
             if event == "start":
-                push(len(pieces))
+                push((len(pieces), len(links)))
+                if node.tag == "a":
+                    links.append(node)
                 text = node.text
                 if text:
                     append(text)
                 continue
             if event == "end":
-                spans[node] = (pop(), len(pieces))
+                first_piece, first_link = pop()
+                spans[node] = (first_piece, len(pieces), first_link, len(links))
                 if len(spans) & 1023 == 0:
                     check_every(deadline, 0)
             # comments' and PIs' tails are their parent's text; the root's tail is not its own
@@ -128,8 +143,9 @@ class SubtreeText:
         self._chars, self._words, self._joins = chars, words, joins
         self._spans = spans
         self._pieces = pieces
-        # per link: its weighted length; nested candidates ask about the same links
-        self._links: dict[etree._Element, float] = {}
+        self._links = links
+        # prefix sums of the links' weighted lengths, made on the first question about links
+        self._link_sums: list[float] | None = None
 
     def _length(self, first: int, end: int) -> int:
         if end <= first:
@@ -143,7 +159,7 @@ class SubtreeText:
     def length(self, el: etree._Element) -> int:
         """`text_length(el)`."""
         span = self._spans.get(el)
-        return text_length(el) if span is None else self._length(*span)
+        return text_length(el) if span is None else self._length(span[0], span[1])
 
     def text(self, el: etree._Element) -> str:
         """`text_of(el)`."""
@@ -152,16 +168,24 @@ class SubtreeText:
 
     def link_length(self, el: etree._Element, deadline: float | None = None) -> float:
         """The text of the links in `el` (itself included); fragment links (`#...`) at 0.3."""
-        known = self._links
-        links = 0.0
+        sums = self._link_sums
+        if sums is None:
+            sums = self._link_sums = [0.0]
+            for count, a in enumerate(self._links):
+                check_every(deadline, count + 1)
+                sums.append(sums[-1] + self._weighted(a))
+        span = self._spans.get(el)
+        if span is not None:
+            return sums[span[3]] - sums[span[2]]
+        total = 0.0
         for count, a in enumerate(el.iter("a")):
             check_every(deadline, count + 1)
-            weighted = known.get(a)
-            if weighted is None:
-                href = a.get("href") or ""
-                weighted = known[a] = self.length(a) * (0.3 if href.startswith("#") else 1.0)
-            links += weighted
-        return links
+            total += self._weighted(a)
+        return total
+
+    def _weighted(self, a: etree._Element) -> float:
+        href = a.get("href") or ""
+        return self.length(a) * (0.3 if href.startswith("#") else 1.0)
 
 
 _WALK_EVENTS = ("start", "end", "comment", "pi")
@@ -199,6 +223,12 @@ def page_title(root: etree._Element) -> str | None:
             if title:
                 break
     return title[:MAX_TITLE_CHARS] if title else None
+
+
+def declares_article(root: etree._Element) -> bool:
+    """Whether the page says it is an article (its OpenGraph `og:type`). Measured: schema.org
+    types in JSON-LD say so on too many listing pages to help."""
+    return (_meta_content(root, "og:type") or "").lower().startswith("article")
 
 
 def page_description(root: etree._Element) -> str | None:

@@ -41,10 +41,11 @@ from gateway.search.passages import Ranked as RankedPassage
 from gateway.search.passages import rank_passages
 from gateway.tools.context import CallContext
 from gateway.tools.envelope import new_id, now_iso
+from gateway.tools.extraction import EXTRACT_DEADLINE
 from gateway.tools.records import tool_record
 from gateway.tools.registry import ToolSpec
 from gateway.tools.schema import RESEARCH_REQUEST, validate
-from gateway.tools.webfetch import EXTRACT_DEADLINE, Page, WebFetchTool
+from gateway.tools.webfetch import Page, WebFetchTool
 from gateway.tools.webfetch import render_text as render_page
 from gateway.tools.websearch import Ranked, WebSearchTool
 from gateway.tools.websearch import render_text as render_search

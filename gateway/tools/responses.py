@@ -152,11 +152,22 @@ FETCH_ENVELOPE = _object(
 _FETCH_FIELDS = {
     "envelope": FETCH_ENVELOPE,
     "title": {"anyOf": [WRAPPED, {"type": "null"}]},
+    "description": {
+        "anyOf": [WRAPPED, {"type": "null"}],
+        "description": "The page's meta description, else its OpenGraph one; null when none.",
+    },
     "headings": {"type": "array", "items": _object(["level", "text"], level=_INT, text=WRAPPED)},
+    "extraction": {
+        **_object(["main_content"], main_content=_BOOL, note=_STR),
+        "description": "HTML pages only (absent for raw and other bodies): whether main "
+        "content was found; when not, `note` says why and `content` holds what text there is.",
+    },
     "content": WRAPPED,
     "dsse": DSSE,
 }
-FETCH_RESPONSE = _object(["envelope", "title", "headings", "content"], **_FETCH_FIELDS)
+FETCH_RESPONSE = _object(
+    ["envelope", "title", "description", "headings", "content"], **_FETCH_FIELDS
+)
 
 _RESULT_POLICY = _object(
     ["decision", "reason", "rule"],
@@ -235,7 +246,8 @@ SEARCH_RESPONSE = _object(
 )
 
 RESEARCH_PAGE = _object(
-    ["envelope", "title", "headings", "content", "rank"], **_FETCH_FIELDS, rank=_INT
+    ["envelope", "title", "description", "headings", "content", "rank"], **_FETCH_FIELDS,
+    rank=_INT
 )
 RESEARCH_FAILED_PAGE = _object(
     ["url", "rank", "error"],

@@ -209,3 +209,72 @@ def test_page_mode_keeps_the_whole_page_as_markdown() -> None:
     assert whole.text == "[Home](/)\n\n# Main\n\nBody text here.\n\nFoot note"
     assert whole.mode == "markdown" and whole.title == "T"
     assert "steal" not in whole.text
+
+
+# --- whether main content was found ------------------------------------------------------
+
+
+def test_main_content_found_is_said() -> None:
+    document = extract(HTML, "text/html")
+    assert document.main_content is True and document.note is None
+
+
+def test_a_page_that_needs_scripts_says_so() -> None:
+    page = b"<html><body><div id='root'></div><script>boot()</script></body></html>"
+    document = extract(page, "text/html")
+    assert document.text == "" and document.main_content is False
+    assert "scripts" in (document.note or "")
+
+
+def test_a_page_of_short_labels_has_no_main_content_but_keeps_its_text() -> None:
+    page = b"<html><body><div><a href='/a'>Alpha</a> <a href='/b'>Beta</a></div></body></html>"
+    document = extract(page, "text/html", "text")
+    assert document.main_content is False and "no main content" in (document.note or "")
+    assert "Alpha" in document.text and "Beta" in document.text
+
+
+@pytest.mark.parametrize("mode", ["raw", "auto"])
+def test_other_bodies_say_nothing_about_main_content(mode: str) -> None:
+    document = extract(b'{"a": 1}', "application/json", mode)
+    assert document.main_content is None and document.note is None
+    assert extract(HTML, "text/html", "raw").main_content is None
+
+
+CARDS = "".join(
+    f"<div class='card'><h3>Plan {name}</h3><p>{price} a month, {seats} seats, support by "
+    f"mail.</p></div>"
+    for name, price, seats in [("Basic", "$5", 1), ("Team", "$20", 5), ("Large", "$90", 50)]
+)
+INTRO = (
+    "<div class='intro'><p>Every plan comes with unlimited projects, daily backups, single "
+    "sign-on, audit logs and a service level agreement, billed monthly or yearly.</p></div>"
+)
+
+
+def _page(og_type: str | None) -> bytes:
+    meta = f'<meta property="og:type" content="{og_type}">' if og_type else ""
+    return (
+        f"<html><head>{meta}</head><body><div class='wrap'><div class='side'>{INTRO}</div>"
+        f"<div class='grid'>{CARDS}</div></div></body></html>"
+    ).encode()
+
+
+def test_a_page_of_small_parts_is_read_whole() -> None:
+    # the intro alone scores best, but holds under half of the page's prose
+    text = extract(_page(None), "text/html", "text").text
+    assert "unlimited projects" in text
+    for name in ("Basic", "Team", "Large"):
+        assert f"Plan {name}" in text
+
+
+def test_auto_retries_count_words_not_link_targets() -> None:
+    # a list of links with long URLs renders past 500 characters of Markdown, but it is not
+    # the article: the later attempts (which keep "unlikely" classes) must still run
+    links = "".join(
+        f"<li><a href='https://example.com/{'x' * 80}/{i}'>Link {i}</a></li>" for i in range(8)
+    )
+    story = "".join(f"<p>{PARAGRAPH}</p>" for _ in range(4))
+    page = f"<html><body><ul>{links}</ul><div class='sidebar'>{story}</div></body></html>"
+    text = extract(page.encode(), "text/html").text
+    assert PARAGRAPH in text
+

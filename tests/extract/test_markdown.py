@@ -86,8 +86,8 @@ MARKDOWN_CASES = [
         "| a | b |\n|---|---|\n\nside",
         id="nested-table-is-layout",
     ),
-    pytest.param('<p>x <img src="a.png" alt="A red bicycle"> y</p>', "x A red bicycle y",
-                 id="image-alt-text"),
+    pytest.param('<p>x <img src="a.png" alt="A red bicycle"> y</p>', "x y",
+                 id="image-alt-text-left-out"),
     pytest.param('<p>x<img src="a.png" alt="photo-2019-01.jpg">y</p>', "xy",
                  id="image-file-name-alt-dropped"),
     pytest.param('<p>x<img src="a.png">y</p>', "xy", id="image-without-alt"),
@@ -103,8 +103,8 @@ MARKDOWN_CASES = [
     pytest.param("<dl><dt>term</dt><dd>meaning</dd></dl>", "term\n\nmeaning", id="definitions"),
     pytest.param("<p><span><b><i>deep</i></b> inline</span> <span><em><span><div>blk</div>"
                  "</span></em></span></p>", "***deep*** inline\n\nblk", id="block-deep-in-inline"),
-    pytest.param("<p><a href='/x'><img alt='A red bicycle'></a> <b><br></b>y</p>",
-                 "[A red bicycle](/x)\ny", id="inline-with-inline-children-only"),
+    pytest.param("<p><a href='/x'><img alt='A red bicycle'><i>bike</i></a> <b><br></b>y</p>",
+                 "[*bike*](/x)\ny", id="inline-with-inline-children-only"),
     pytest.param("<p>a\tb\u00a0\u00a0c\u2028d\u2029e\u200bf  g\r\nh\x0ci\x0bj</p>",
                  "a b c d e f g h i j", id="whitespace-squashed"),
     pytest.param("<p>a\u2003b\u3000c\x1cd</p>", "a b c d", id="other-unicode-spaces"),
@@ -149,3 +149,27 @@ def test_deep_nesting_renders_flat() -> None:
     depth = 250  # libxml2 keeps up to 255 levels; the renderer flattens past its own cap
     text = render("<div>" * depth + "<p>deep <b>words</b></p>" + "</div>" * depth)
     assert text == "deep words"
+
+
+@pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        ("/docs/a b", "[x](https://site.example/docs/a%20b)"),
+        ("../up", "[x](https://site.example/up)"),
+        ("//cdn.example/f", "[x](https://cdn.example/f)"),
+        ("mailto:a@site.example", "[x](mailto:a@site.example)"),
+        ("javascript:alert(1)", "x"),
+        ("java\tscript:alert(1)", "x"),
+        (" JavaScript:alert(1)", "x"),
+        ("data:text/html,<b>x</b>", "x"),
+        ("vbscript:x", "x"),
+        ("#top", "x"),
+        ("http://[::1", "x"),  # not a URL: the text stays, the link goes
+    ],
+)
+def test_links_are_resolved_against_the_page(href: str, expected: str) -> None:
+    parser = etree.HTMLParser(encoding="utf-8")
+    root = etree.fromstring(b"<html><body><p><a>x</a></p></body></html>", parser)
+    root.find(".//a").set("href", href)
+    renderer = Renderer(markdown=True, base_url="https://site.example/docs/page")
+    assert renderer.render(root.find("body")) == expected
