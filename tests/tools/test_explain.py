@@ -10,6 +10,8 @@ import asyncio
 import ipaddress
 import json
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +149,21 @@ async def test_the_api_and_the_cli_give_the_same_verdict(
             assert {k: api[k] for k in fields} == {k: cli[k] for k in fields}, url
     finally:
         await services.close()
+
+
+def test_judging_without_resolving_never_loads_aiohttp(tmp_path: Path) -> None:
+    """`gateway policy check|test|explain` stay light: the resolver's module (and aiohttp
+    with it) loads only when a name is resolved."""
+    path = tmp_path / "explained.yaml"
+    path.write_text(POLICY)
+    script = (
+        "import sys\n"
+        "from gateway.cli import main\n"
+        f"main(['policy', 'explain', {str(path)!r}, 'http://10.20.0.7/'])\n"
+        "assert 'aiohttp' not in sys.modules, 'aiohttp loaded'\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "allow" in done.stdout
