@@ -43,6 +43,8 @@ def imports_of(path: Path) -> set[str]:
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
+            # `from gateway import policy` imports gateway.policy: the names count too.
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
     return found
 
 
