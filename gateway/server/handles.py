@@ -82,12 +82,12 @@ def record_auth_failure(
             transport=transport or ("mcp" if request.path == "/mcp" else "api"),
             message=message,
             client_hint=client_hint,
-            source=peer(request),
+            source=_peer(request),
             request_id=request.get(REQUEST_ID),
         )
     )
 
 
-def peer(request: web.Request) -> tuple[str, int] | None:
+def _peer(request: web.Request) -> tuple[str, int] | None:
     peer = request.transport.get_extra_info("peername") if request.transport else None
     return (str(peer[0]), int(peer[1])) if peer else None
