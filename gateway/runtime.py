@@ -24,10 +24,13 @@ from gateway.config import ClientLimits, GatewayConfig
 from gateway.errors import UnauthorizedError
 from gateway.fetch.client import Fetcher, pool_key
 from gateway.fetch.provider import FetcherProviderTransport, ProviderEndpoint
-from gateway.fetch.resolver import hosts_table
+from gateway.fetch.resolver import hosts_table, own_listening_addresses
 from gateway.limits import InMemoryLimiter, Limiter
 from gateway.metrics import Metrics, ObservedAuditLog
 from gateway.policy import dlp
+
+# PolicyValidationError: what building the services raises for a broken policy; the adapters
+# catch it by this name (they never import gateway.policy).
 from gateway.policy.load import PolicyValidationError, load_default_policy, load_policy_file
 from gateway.policy.model import Policy
 from gateway.provenance.dsse import DSSEError, Signer, keyid_of, load_public_key
@@ -37,13 +40,12 @@ from gateway.search.providers import ADAPTERS
 from gateway.state.wiring import connect_shared_state
 from gateway.tools.envelope import now_iso
 from gateway.tools.extraction import ExtractionPool
-from gateway.tools.registry import ToolRegistry, ToolSpec
+from gateway.tools.registry import ToolRegistry
 from gateway.tools.research import ResearchTool
 from gateway.tools.research import tool_spec as research_spec
-from gateway.tools.schema import FETCH_REQUEST
 from gateway.tools.sightings import HostSightings, InMemoryHostSightings
-from gateway.tools.webfetch import DESCRIPTION as FETCH_DESCRIPTION
-from gateway.tools.webfetch import FetchCache, WebFetchTool, render_text
+from gateway.tools.webfetch import FetchCache, WebFetchTool
+from gateway.tools.webfetch import tool_spec as webfetch_spec
 from gateway.tools.websearch import WebSearchTool
 from gateway.tools.websearch import tool_spec as websearch_spec
 from gateway.tools.xsearch import build_xsearch
@@ -166,11 +168,25 @@ class Services:
         self.started_monotonic = time.monotonic()
         self.started_at = now_iso()
         self.draining = False
+        # Sections of /v1/status that later services add (search providers, limits, …).
+        self.status_providers: dict[str, Callable[[], Awaitable[Any]]] = {}
+        self._load_keys(config)
+        self._open_audit(config)
+        self._connect_outbound(config)
+        self._build_search_engine(config)
+        self._build_tools(config)
+        self._prepare_hooks()
+
+    def _load_keys(self, config: GatewayConfig) -> None:
+        """The response signer, the retired public keys, the DLP fingerprint key."""
         self.signer = Signer.from_pem_file(config.signing_key) if config.signing_key else None
         self.retired_keys = tuple(load_public_key(path) for path in config.retired_keys)
         dlp.set_fingerprint_key(read_fingerprint_key(config.dlp_fingerprint_key))
         # keyid -> when a rotation at reload retired it (its /v1/keys not_after).
         self.retired_at: dict[str, str] = {}
+
+    def _open_audit(self, config: GatewayConfig) -> None:
+        """The metrics, and the audit log they observe (opened by `open`)."""
         self.metrics = Metrics(
             instance_id=self.instance_id,
             version=__version__,
@@ -188,6 +204,10 @@ class Services:
             checkpoints_path=config.audit.checkpoints_path,
             checkpoint_interval=config.audit.checkpoint_interval,
         )
+
+    def _connect_outbound(self, config: GatewayConfig) -> None:
+        """The one outbound client, the extraction threads and processes, and the state
+        replicas share."""
         self.fetcher = Fetcher(
             static_hosts=hosts_table(
                 config.resolver.hosts, system_hosts=config.resolver.system_hosts
@@ -209,31 +229,9 @@ class Services:
             if self.shared
             else InMemoryIdStore(ttl=config.search.id_ttl, clock=time.monotonic)
         )
-        self.webfetch = WebFetchTool(
-            fetcher=self.fetcher,
-            audit=self.audit,
-            executor=self.executor,
-            signer=self.signer,
-            ids=self.ids,
-            cache=FetchCache(config.fetch.cache_ttl),
-            sightings=self.sightings,
-            pool=self.extraction_pool,
-        )
-        # With the audit log: a call refused before its tool recorded anything still gets
-        # its one record.
-        self.tools = ToolRegistry(audit=self.audit)
-        self.tools.add(
-            ToolSpec(
-                "WebFetch",
-                "/v1/fetch",
-                FETCH_DESCRIPTION,
-                FETCH_REQUEST,
-                self.webfetch.call,
-                render_text,
-            )
-        )
-        # Sections of /v1/status that later services add (search providers, limits, …).
-        self.status_providers: dict[str, Callable[[], Awaitable[Any]]] = {}
+
+    def _build_search_engine(self, config: GatewayConfig) -> None:
+        """The search providers' chain (WebSearch's and Research's), with its status."""
         # Search: providers reached through the same pinned client, each only at its base_url.
         self.search_transport = FetcherProviderTransport(
             self.fetcher,
@@ -251,6 +249,24 @@ class Services:
             health=self.shared.health if self.shared else None,
             cache=self.shared.search_cache if self.shared else None,
         )
+        self.status_providers["search"] = self.search.status
+
+    def _build_tools(self, config: GatewayConfig) -> None:
+        """Every tool, each registered from its own spec."""
+        # With the audit log: a call refused before its tool recorded anything still gets
+        # its one record.
+        self.tools = ToolRegistry(audit=self.audit)
+        self.webfetch = WebFetchTool(
+            fetcher=self.fetcher,
+            audit=self.audit,
+            executor=self.executor,
+            signer=self.signer,
+            ids=self.ids,
+            cache=FetchCache(config.fetch.cache_ttl),
+            sightings=self.sightings,
+            pool=self.extraction_pool,
+        )
+        self.tools.add(webfetch_spec(self.webfetch))
         self.websearch = WebSearchTool(
             engine=self.search,
             audit=self.audit,
@@ -264,9 +280,14 @@ class Services:
                 ResearchTool(websearch=self.websearch, webfetch=self.webfetch, audit=self.audit)
             )
         )
-        self.status_providers["search"] = self.search.status
-        self.xsearch = build_xsearch(config, self.fetcher, self.audit, self.executor, self.signer)
+        self.xsearch = build_xsearch(
+            config.x_search, self.fetcher, self.audit, self.executor, self.signer
+        )
         self.tools.add(xsearch_spec(self.xsearch))
+
+    def _prepare_hooks(self) -> None:
+        """The hooks other parts add to (listeners, drain, reload, close), the limiter and
+        the readiness checks."""
         # Extra listeners (the forward proxy) started after the API: each returns its binds.
         self.extra_sites: list[Callable[[Services], Awaitable[list[tuple[str, int]]]]] = []
         # Called when draining starts (stop accepting tunnels, …).
@@ -306,6 +327,11 @@ class Services:
 
     def open(self) -> None:
         self.audit.open()
+
+    async def listen_on(self, binds: Sequence[tuple[str, int]]) -> None:
+        """The gateway's own listening addresses, which no fetch may reach
+        (`networks.own_address`)."""
+        await self.fetcher.set_own_addresses(own_listening_addresses(binds))
 
     async def close(self) -> None:
         for closer in self.on_close:

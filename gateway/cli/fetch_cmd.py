@@ -58,7 +58,7 @@ def register(subparsers: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from gateway.config import GatewayConfig
     from gateway.configload import ConfigError, apply_overrides, load_config_file
-    from gateway.policy.load import PolicyValidationError
+    from gateway.runtime import PolicyValidationError
 
     try:
         config = load_config_file(args.config) if args.config else GatewayConfig()

@@ -12,37 +12,31 @@ Output formats (also in the README's policy reference):
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ipaddress
 import json
-import socket
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.config import ProxyConfig
-from gateway.policy.addresses import IPAddress
-from gateway.policy.engine import Decision, Reason, decide_answer, decide_url, explain_answer
-from gateway.policy.load import PolicyValidationError, load_policy_file
-from gateway.policy.model import Policy
-from gateway.policy.urls import Target
-from gateway.policy.yamlsource import (
-    Field,
-    Issue,
-    SourceError,
-    Walker,
-    choice_field,
-    compose,
-    read_bounded,
-    string_field,
+from gateway.tools.explain import (
+    REASONS,
+    IPAddress,
+    Policy,
+    PolicyValidationError,
+    Verdict,
+    explain,
+    judge,
+    load_policy_file,
 )
-from gateway.tools import forward
+from gateway.yamlstrict.issues import Issue, SourceError
+from gateway.yamlstrict.source import compose, read_bounded
+from gateway.yamlstrict.walk import Field, Walker, choice_field, string_field
 
 TOOLS = ("WebFetch", "WebSearch", "XSearch", "Research")
 MAX_CASES_BYTES = 4 << 20
-
-
-DEFAULT_CONNECT_PORTS = ProxyConfig().connect_ports
 
 
 def _port_list(text: str) -> tuple[int, ...]:
@@ -81,7 +75,7 @@ def register(subparsers: Any) -> None:
     explain.add_argument(
         "--connect-ports",
         type=_port_list,
-        default=DEFAULT_CONNECT_PORTS,
+        default=ProxyConfig().connect_ports,
         metavar="PORT,...",
         help="the gateway configuration's proxy.connect_ports for --method CONNECT"
         " (default: 443)",
@@ -133,126 +127,6 @@ def _load(path: str) -> Policy | None:
     return policy
 
 
-# --- judging one URL -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What a fetch of the URL would meet: the decision, and the addresses checked."""
-
-    decision: Decision
-    addresses: tuple[IPAddress, ...] = ()
-    lookup_error: str | None = None
-    note: str | None = None  # e.g. why --method was not checked
-
-    @property
-    def verdict(self) -> str:
-        return "deny" if self.lookup_error else self.decision.verdict
-
-    @property
-    def reason(self) -> str | None:
-        if self.lookup_error:
-            return "upstream_unreachable"  # what the agent would get: never an allow
-        return str(self.decision.reason) if self.decision.reason else None
-
-    @property
-    def rule(self) -> str:
-        return "resolve" if self.lookup_error else self.decision.rule
-
-
-def judge(
-    policy: Policy,
-    url: str,
-    *,
-    tool: str | None = None,
-    method: str | None = None,
-    addresses: Sequence[IPAddress] | None = None,
-    connect_ports: Collection[int] = DEFAULT_CONNECT_PORTS,
-) -> Verdict:
-    """Steps 1-3 for the URL, then step 4 for an IP literal or for the given addresses.
-
-    `tool` defaults to WebFetch, or, with a `method`, to none (`asking_tool`). A denial at
-    any step decides. On an allow the URL's rule stands, unless an address passed only
-    through a `networks.allow` exemption: then that rule is the one that mattered.
-    """
-    tool = asking_tool(tool, method)
-    decision, target, note = decide_proxied(
-        policy, url, tool=tool, method=method, connect_ports=connect_ports
-    )
-    if not decision.allowed or target is None:
-        return Verdict(decision, note=note)
-    if target.ip is not None:
-        addresses = (target.ip,)
-    if not addresses:
-        return Verdict(decision, note=note)
-    checked = explain_answer(decision, decide_answer(policy, target.port, addresses))
-    return Verdict(checked, tuple(addresses), note=note)
-
-
-def asking_tool(tool: str | None, method: str | None) -> str | None:
-    """The tool whose enablement applies: the one named, else none for a forward-proxy
-    request (a method given: the proxy serves no tool), else WebFetch."""
-    if tool is not None:
-        return tool
-    return None if method is not None else "WebFetch"
-
-
-def decide_proxied(
-    policy: Policy,
-    url: str,
-    *,
-    tool: str | None,
-    method: str | None,
-    connect_ports: Collection[int] = DEFAULT_CONNECT_PORTS,
-) -> tuple[Decision, Target | None, str | None]:
-    """Steps 1-3, with `methods` only where the gateway sees the method, as the proxy does:
-    a plain http:// request. An https URL reaches the proxy as a CONNECT tunnel, decided by
-    host, port and addresses; the method travels inside TLS. The note says so. `CONNECT`
-    judges `host:port` (or an https URL's) as the proxy judges a tunnel, `connect_ports`
-    standing for the gateway configuration's `proxy.connect_ports`."""
-    if method is not None and method.upper() == "CONNECT":
-        return _decide_tunnel(policy, url, connect_ports)
-    decision, target = decide_url(policy, url, tool=tool, method=method)
-    if method is None or target is None or target.scheme == "http":
-        return decision, target, None
-    scheme = target.scheme
-    decision, target = decide_url(policy, url, tool=tool)
-    note = (
-        f"methods not checked for {method}: an {scheme} URL goes through a CONNECT "
-        "tunnel, where the gateway never sees the method (methods applies to plain-http "
-        "proxy requests only)"
-    )
-    return decision, target, note
-
-
-def _decide_tunnel(
-    policy: Policy, url: str, connect_ports: Collection[int]
-) -> tuple[Decision, Target | None, str | None]:
-    authority = url.partition("://")[2].partition("/")[0] if "://" in url else url
-    target = forward.connect_target(authority)
-    if target is None:  # the proxy answers 400
-        detail = f"a CONNECT names host:port (e.g. example.com:443), not {authority!r}"
-        decision = Decision(
-            False, Reason.INVALID_URL, "url", policy.name, policy.sha256, detail=detail
-        )
-        return decision, None, None
-    decision = forward.decide_connect(policy, target, authority, connect_ports)
-    ports = ", ".join(map(str, connect_ports))
-    return decision, target, f"as a CONNECT tunnel, with proxy.connect_ports: [{ports}]"
-
-
-def resolve(target: Target) -> tuple[IPAddress, ...]:
-    """The name's addresses from the system resolver, asked for the absolute name (so search
-    lists never apply). Only `explain --resolve` does this; OSError on failure."""
-    infos = socket.getaddrinfo(target.host + ".", target.port, type=socket.SOCK_STREAM)
-    found: dict[IPAddress, None] = {}
-    for *_, sockaddr in infos:
-        found.setdefault(ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0]), None)
-    if not found:
-        raise OSError("no addresses")
-    return tuple(found)
-
-
 # --- explain -------------------------------------------------------------------------------
 
 
@@ -260,45 +134,24 @@ def run_explain(args: argparse.Namespace) -> int:
     policy = _load(args.file)
     if policy is None:
         return 2
+    asyncio.run(_explain_all(policy, args))
+    return 0
+
+
+async def _explain_all(policy: Policy, args: argparse.Namespace) -> None:
     for url in args.urls:
-        ports = args.connect_ports
-        verdict = judge(policy, url, tool=args.tool, method=args.method, connect_ports=ports)
-        if args.resolve:
-            verdict = _resolve_and_judge(
-                policy, url, verdict, tool=args.tool, method=args.method, connect_ports=ports
-            )
+        verdict = await explain(
+            policy,
+            url,
+            tool=args.tool,
+            method=args.method,
+            resolve=args.resolve,
+            connect_ports=args.connect_ports,
+        )
         if args.json:
             print(json.dumps(_explain_record(url, verdict, resolved=args.resolve)))
         else:
             print(_explain_text(url, verdict))
-    return 0
-
-
-def _resolve_and_judge(
-    policy: Policy,
-    url: str,
-    verdict: Verdict,
-    *,
-    tool: str | None,
-    method: str | None,
-    connect_ports: Collection[int],
-) -> Verdict:
-    decision, target, note = decide_proxied(
-        policy, url, tool=asking_tool(tool, method), method=method, connect_ports=connect_ports
-    )
-    # A denied name never reaches DNS, here as in the gateway; IP literals need no lookup.
-    if not decision.allowed or target is None or target.ip is not None:
-        return verdict
-    try:
-        addresses = resolve(target)
-    except (OSError, UnicodeError, ValueError) as exc:
-        from gateway.fetch.resolver import unresolved_hint
-
-        error = f"lookup of {target.host} failed: {exc}{unresolved_hint(target.host)}"
-        return Verdict(decision, lookup_error=error, note=note)
-    return judge(
-        policy, url, tool=tool, method=method, addresses=addresses, connect_ports=connect_ports
-    )
 
 
 def _explain_record(url: str, verdict: Verdict, *, resolved: bool) -> dict[str, Any]:
@@ -307,7 +160,7 @@ def _explain_record(url: str, verdict: Verdict, *, resolved: bool) -> dict[str, 
         "decision": verdict.verdict,
         "reason": verdict.reason,
         "rule": verdict.rule,
-        "enforced": verdict.decision.enforced or verdict.lookup_error is not None,
+        "enforced": verdict.enforced,
         "message": verdict.decision.message,
         "detail": verdict.decision.detail,
         "note": verdict.note,
@@ -361,7 +214,7 @@ def _read_addresses(w: Walker, node: Any, path: str) -> tuple[IPAddress, ...] | 
 _CASE_FIELDS: dict[str, Field] = {
     "url": string_field(required=True),
     "expect": Field(lambda w, n, p: w.choice(n, p, ("allow", "deny")), None, required=True),
-    "reason": choice_field(None, tuple(r.value for r in Reason)),
+    "reason": choice_field(None, REASONS),
     "rule": string_field(),
     "addresses": Field(_read_addresses, None),
     "tool": choice_field(None, TOOLS),

@@ -66,8 +66,8 @@ def _run(args: argparse.Namespace) -> int:
     from gateway.configload import ConfigError
     from gateway.errors import GatewayError
     from gateway.oplog import configure_logging
-    from gateway.policy.load import PolicyValidationError
     from gateway.reload import fingerprint_config_source
+    from gateway.runtime import PolicyValidationError
     from gateway.server.serve import serve
 
     configure_logging(log_level(args))

@@ -2,7 +2,7 @@
 
 Owns the configuration schema and its checks, paths resolved against the file's own folder,
 command-line overrides, the non-loopback bind rule and what a reload may change live. The YAML
-hazards are `policy.yamlsource`'s. Referenced files are only checked to exist: policies are
+hazards are `yamlstrict.source`'s. Referenced files are only checked to exist: policies are
 loaded and validated elsewhere (`check` loads them as serve would). Never touches the network;
 never echoes a secret-shaped value.
 

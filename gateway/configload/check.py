@@ -16,7 +16,7 @@ from gateway.config import GatewayConfig
 from gateway.configload.load import ConfigError, load_config_file
 from gateway.configload.serving import check_bind_safety
 from gateway.policy.load import PolicyValidationError, load_policy_file
-from gateway.policy.yamlissues import Issue, Severity
+from gateway.yamlstrict.issues import Issue, Severity
 
 
 @dataclass(slots=True)

@@ -13,8 +13,8 @@ from yaml.nodes import Node, ScalarNode
 
 from gateway.config import ClientConfig, ClientLimits
 from gateway.configload.values import claim_unique, path_field, read_id
-from gateway.policy.yamlwalk import (
-    STR_TAG,
+from gateway.yamlstrict.source import STR_TAG
+from gateway.yamlstrict.walk import (
     Field,
     Walker,
     choice_field,

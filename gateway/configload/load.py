@@ -1,6 +1,6 @@
 """Configuration bytes or file -> `GatewayConfig`, or `ConfigError` with every problem.
 
-Reads with `policy.yamlsource`, walks `schema.TOP_FIELDS`, then checks what no single key can
+Reads with `yamlstrict.source`, walks `schema.TOP_FIELDS`, then checks what no single key can
 (ports that clash, workers without Redis, an audit path shared by workers, a search deadline
 shorter than its timeout) and builds the frozen dataclasses.
 """
@@ -31,9 +31,9 @@ from gateway.config import (
 from gateway.configload.providers import check_url_address
 from gateway.configload.schema import AUDIT, TOP_FIELDS
 from gateway.configload.values import INSTANCE_PLACEHOLDER, STDOUT_PATH, ConfigWalker
-from gateway.policy.yamlissues import Issue, SourceError, sort_issues
-from gateway.policy.yamlsource import compose, read_bounded
-from gateway.policy.yamlwalk import Section, Walker
+from gateway.yamlstrict.issues import Issue, SourceError, sort_issues
+from gateway.yamlstrict.source import compose, read_bounded
+from gateway.yamlstrict.walk import Section, Walker
 
 MAX_CONFIG_BYTES = 1 << 20
 

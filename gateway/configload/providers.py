@@ -15,7 +15,7 @@ from gateway.configload.values import claim_unique, read_env_name, read_http_url
 from gateway.policy.addresses import AddressKind, classify_address
 from gateway.policy.hosts import PatternError, parse_pattern
 from gateway.policy.urls import parse_url
-from gateway.policy.yamlwalk import (
+from gateway.yamlstrict.walk import (
     Field,
     Section,
     Walker,

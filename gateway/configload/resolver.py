@@ -11,8 +11,9 @@ from typing import Any
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from gateway.policy.urls import InvalidURLError, parse_host
-from gateway.policy.yamlissues import Severity
-from gateway.policy.yamlwalk import STR_TAG, Walker
+from gateway.yamlstrict.issues import Severity
+from gateway.yamlstrict.source import STR_TAG
+from gateway.yamlstrict.walk import Walker
 
 
 def read_static_hosts(w: Walker, node: Node, path: str) -> Any:

@@ -35,8 +35,8 @@ from gateway.configload.values import (
     read_redis_url,
     seconds_field,
 )
-from gateway.policy.yamlissues import Severity
-from gateway.policy.yamlwalk import (
+from gateway.yamlstrict.issues import Severity
+from gateway.yamlstrict.walk import (
     Field,
     boolean_field,
     choice_field,

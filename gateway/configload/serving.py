@@ -11,7 +11,7 @@ import os
 from gateway.config import GatewayConfig
 from gateway.configload.load import ConfigError
 from gateway.configload.values import file_problem, listen_host
-from gateway.policy.yamlissues import Issue
+from gateway.yamlstrict.issues import Issue
 
 COMMAND_LINE = "<command line>"
 LOOPBACK_NAMES = frozenset({"localhost"})

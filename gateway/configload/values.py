@@ -16,8 +16,9 @@ from yaml.nodes import Node, ScalarNode
 
 from gateway.policy.hosts import HostError, normalize_name
 from gateway.policy.urls import InvalidURLError, parse_url
-from gateway.policy.yamlissues import Severity
-from gateway.policy.yamlwalk import FLOAT_TAG, STR_TAG, Field, Section, Walker
+from gateway.yamlstrict.issues import Severity
+from gateway.yamlstrict.source import FLOAT_TAG, STR_TAG
+from gateway.yamlstrict.walk import Field, Section, Walker
 
 MAX_SECONDS = 30 * 86_400.0  # no duration in the file needs more than 30 days
 STDOUT_PATH = "-"

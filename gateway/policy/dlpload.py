@@ -32,8 +32,8 @@ from gateway.policy.dlp import (
     EntropySettings,
     compile_re2,
 )
-from gateway.policy.yamlissues import Severity
-from gateway.policy.yamlwalk import (
+from gateway.yamlstrict.issues import Severity
+from gateway.yamlstrict.walk import (
     Field,
     Section,
     Walker,

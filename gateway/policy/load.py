@@ -1,7 +1,7 @@
 """Policy files -> validated, compiled `Policy`, or every problem with its line and column.
 
 Owns the policy schema (keys, defaults, rule ids: docs/policy-reference.md) and its checks;
-the domain and network rule lists are `rules.py`'s, the YAML hazards `yamlsource`'s. Errors
+the domain and network rule lists are `rules.py`'s, the YAML hazards `gateway.yamlstrict`'s. Errors
 are raised together as `PolicyValidationError`; warnings come back with the policy. Pure:
 reads one file, never the network.
 """
@@ -36,9 +36,9 @@ from gateway.policy.rules import (
     domain_rules,
     network_rules,
 )
-from gateway.policy.yamlissues import Issue, Severity, SourceError, sort_issues
-from gateway.policy.yamlsource import compose, read_bounded
-from gateway.policy.yamlwalk import (
+from gateway.yamlstrict.issues import Issue, Severity, SourceError, sort_issues
+from gateway.yamlstrict.source import compose, read_bounded
+from gateway.yamlstrict.walk import (
     Field,
     Section,
     ValueReader,

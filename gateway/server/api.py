@@ -9,10 +9,9 @@ from aiohttp import web
 
 from gateway import __version__
 from gateway.errors import GatewayError, UnavailableError
-from gateway.fetch.resolver import LookupFailedError, PolicyResolver
-from gateway.policy.engine import decide_answer, decide_url, explain_answer
-from gateway.server.app import REQUEST_ID, SERVICES, caller, json_response, read_json
+from gateway.server.handles import REQUEST_ID, SERVICES, caller, json_response, read_json
 from gateway.tools.context import CallContext
+from gateway.tools.explain import explain as explain_url
 from gateway.tools.registry import ToolSpec
 from gateway.tools.schema import EXPLAIN_REQUEST, validate, with_defaults
 
@@ -46,43 +45,29 @@ async def explain(request: web.Request) -> web.Response:
     validate(EXPLAIN_REQUEST, body)
     args = with_defaults(EXPLAIN_REQUEST, body)
     ctx = context(request)
-    services = request.app[SERVICES]
-    decision, target = decide_url(ctx.policy, args["url"], tool=args["tool"])
-    addresses: list[str] | None = None
-    lookup_error: str | None = None
-    if args["resolve"] and decision.allowed and target is not None:
-        if target.ip is not None:
-            answer = [target.ip]
-        else:
-            resolver = PolicyResolver(ctx.policy, static_hosts=services.fetcher.static_hosts)
-            try:
-                answer = await resolver.lookup(target.host)
-            except LookupFailedError as exc:
-                answer, lookup_error = [], str(exc)
-        addresses = [str(ip) for ip in answer]
-        if answer:
-            # The same verdict `gateway policy explain --resolve` gives for these addresses.
-            decision = explain_answer(
-                decision,
-                decide_answer(
-                    ctx.policy, target.port, answer, own_addresses=services.fetcher.own_addresses
-                ),
-            )
+    fetcher = request.app[SERVICES].fetcher
+    verdict = await explain_url(
+        ctx.policy,
+        args["url"],
+        tool=args["tool"],
+        resolve=args["resolve"],
+        static_hosts=fetcher.static_hosts,
+        own_addresses=fetcher.own_addresses,
+    )
+    decision = verdict.decision
     out: dict[str, Any] = {
         "url": args["url"],
-        "decision": decision.verdict,
-        "reason": str(decision.reason) if decision.reason else None,
-        "rule": decision.rule,
-        "enforced": decision.enforced,
+        "decision": verdict.verdict,
+        "reason": verdict.reason,
+        "rule": verdict.rule,
+        "enforced": verdict.enforced,
         "message": decision.message,
         "policy": ctx.policy.identity,
     }
-    if lookup_error is not None:
-        # Fail closed, as a fetch would: a name that does not resolve is upstream_unreachable.
-        out.update(decision="deny", reason="upstream_unreachable", rule="resolve", enforced=True)
-        out["lookup_error"] = lookup_error
-    if addresses is not None:  # resolving was asked and the name was allowed
-        out["addresses"] = addresses
+    if verdict.lookup_error is not None:
+        out["lookup_error"] = verdict.lookup_error
+    if args["resolve"] and verdict.checked_addresses:  # asked, and the name was allowed
+        out["addresses"] = [str(ip) for ip in verdict.addresses]
     if decision.dlp is not None:
         out["dlp"] = decision.dlp.to_record()
     return json_response(out)

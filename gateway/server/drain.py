@@ -19,7 +19,7 @@ from aiohttp import web
 
 from gateway.audit.log import AuditLog
 from gateway.errors import AuditWriteError, UnavailableError
-from gateway.server.app import REQUEST_ID, SERVICES, Handler, caller, error_response
+from gateway.server.handles import REQUEST_ID, SERVICES, Handler, caller, error_response
 from gateway.tools import jsonwire
 from gateway.tools.context import CallContext
 from gateway.tools.records import tool_record

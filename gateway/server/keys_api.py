@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.provenance.dsse import keyid_of, public_key_entry
-from gateway.server.app import SERVICES, json_response
+from gateway.server.handles import SERVICES, json_response
 
 
 def key_list(services: Any) -> list[dict[str, Any]]:

@@ -29,8 +29,8 @@ from gateway.errors import (
     UnavailableError,
 )
 from gateway.server.api import context, status_body
-from gateway.server.app import REQUEST_ID, SERVICES, Handler, caller
 from gateway.server.drain import call_until_cut_off
+from gateway.server.handles import REQUEST_ID, SERVICES, Handler, body_too_large, caller
 from gateway.tools import jsonwire
 from gateway.tools.registry import ToolRegistry, ToolSpec
 
@@ -139,13 +139,7 @@ async def mcp_shape(request: web.Request, handler: Handler) -> web.StreamRespons
     except GatewayError as error:
         return _gateway_error_response(request, error)
     except web.HTTPRequestEntityTooLarge:
-        from gateway.errors import RequestTooLargeError
-
-        limit = request.app[SERVICES].config.server.max_body_bytes
-        return _gateway_error_response(
-            request,
-            RequestTooLargeError(f"the request body is over server.max_body_bytes ({limit})"),
-        )
+        return _gateway_error_response(request, body_too_large(request))
 
 
 async def handle_post(request: web.Request) -> web.Response:

@@ -11,7 +11,7 @@ import time
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from gateway.server.app import SERVICES, Handler
+from gateway.server.handles import SERVICES, Handler
 
 UNMATCHED = "unmatched"
 

@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway import __version__
-from gateway.server.app import SERVICES, json_response
+from gateway.server.handles import SERVICES, json_response
 from gateway.tools import responses
 from gateway.tools.registry import ToolSpec
 from gateway.tools.schema import EXPLAIN_REQUEST

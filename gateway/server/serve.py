@@ -20,7 +20,6 @@ from typing import Any
 from aiohttp import web
 
 from gateway.config import GatewayConfig
-from gateway.fetch.resolver import own_listening_addresses
 from gateway.reload import Fingerprint, ReloadController, startup_fingerprints
 from gateway.runtime import Services
 from gateway.server.app import make_app
@@ -93,7 +92,7 @@ async def serve(
         # the log cannot record is.
         services.open()
         opened = True
-        await services.fetcher.set_own_addresses(own_listening_addresses(binds))
+        await services.listen_on(binds)
         _install_signals(services, stop)
         log.info(
             "listening",

@@ -80,7 +80,7 @@ def run_workers(config: GatewayConfig, build: ConfigBuilder) -> int:
 def _worker_main(plan: WorkerPlan, ready: Connection) -> None:
     from gateway.configload import ConfigError
     from gateway.oplog import configure_logging
-    from gateway.policy.load import PolicyValidationError
+    from gateway.runtime import PolicyValidationError
 
     configure_logging()
     try:

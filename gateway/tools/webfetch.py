@@ -43,6 +43,7 @@ from gateway.tools.extraction import (
 )
 from gateway.tools.jsonwire import JsonText, json_literal
 from gateway.tools.records import tool_record
+from gateway.tools.registry import ToolSpec
 from gateway.tools.schema import FETCH_REQUEST, validate
 from gateway.tools.sightings import HostSightings, hosts_in_text
 
@@ -457,3 +458,7 @@ def render_text(body: Mapping[str, Any]) -> str:
         lines.append(body["description"])
     lines.append(body["content"])
     return "\n".join(lines)
+
+
+def tool_spec(tool: WebFetchTool) -> ToolSpec:
+    return ToolSpec("WebFetch", "/v1/fetch", DESCRIPTION, FETCH_REQUEST, tool.call, render_text)

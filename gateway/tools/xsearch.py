@@ -22,7 +22,6 @@ import orjson
 import yarl
 
 from gateway.audit.log import AuditLog
-from gateway.config import GatewayConfig, XSearchConfig
 from gateway.errors import (
     GatewayError,
     InvalidRequestError,
@@ -150,13 +149,29 @@ def prepare(answer: XSearchAnswer) -> Prepared:
     return Prepared(clean.text, clean.marker_lookalikes, clean.invisible_chars, tuple(spans))
 
 
+class XSearchSettings(Protocol):
+    """What the tool reads of the configuration's `x_search` section; the composition root
+    passes it in (tools never import the configuration)."""
+
+    @property
+    def api_key_env(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def timeout(self) -> float: ...
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def allow_private(self) -> bool: ...
+
+
 class XSearchTool:
     name = NAME
 
     def __init__(
         self,
         *,
-        config: XSearchConfig,
+        config: XSearchSettings,
         transport: Transport | None,
         audit: AuditLog,
         executor: Executor | None,
@@ -402,7 +417,7 @@ def render_text(body: Mapping[str, Any]) -> str:
 
 
 def build_xsearch(
-    config: GatewayConfig,
+    settings: XSearchSettings,
     fetcher: Fetcher,
     audit: AuditLog,
     executor: Executor | None,
@@ -411,7 +426,6 @@ def build_xsearch(
     environ: Mapping[str, str] | None = None,
 ) -> XSearchTool:
     """The tool over the pinned client, reaching only `x_search.base_url`."""
-    settings = config.x_search
     transport: Transport | None = None
     problem = None
     try:

@@ -13,7 +13,7 @@ from aiohttp import web
 from gateway.errors import UnauthorizedError
 from gateway.review.session import SESSION_SECONDS, check_session, issue_session
 from gateway.runtime import ClientIdentity, Services
-from gateway.server.app import SERVICES, record_auth_failure
+from gateway.server.handles import SERVICES, record_auth_failure
 
 SESSION_COOKIE = "gateway_review"
 LOOPBACK_REVIEWER = "(loopback, no clients configured)"

@@ -40,7 +40,7 @@ from gateway.review.overview import Overview
 from gateway.review.query import RELOAD_ACTION, Query, QueryError, parse_query
 from gateway.review.record import RecordNotFoundError, read_record
 from gateway.review.timeline import Entry, timeline
-from gateway.server.app import SERVICES
+from gateway.server.handles import SERVICES
 from gateway.server.review.access import (
     PREFIX,
     ForbiddenError,

@@ -12,24 +12,22 @@ import math
 import re
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from gateway.policy.yamlissues import Issue, Severity, issue_at, sort_issues
-
-if TYPE_CHECKING:
-    from gateway.policy.yamlsource import Document
+from gateway.yamlstrict.issues import Issue, Severity, issue_at, sort_issues
+from gateway.yamlstrict.source import (
+    BOOL_TAG,
+    FLOAT_TAG,
+    INT_TAG,
+    MERGE_TAG,
+    NULL_TAG,
+    STR_TAG,
+    Document,
+)
 
 T = TypeVar("T", bound=Hashable)
-
-# The tags PyYAML's resolver gives plain scalars (YAML 1.1 rules; see `Walker.boolean`).
-BOOL_TAG = "tag:yaml.org,2002:bool"
-INT_TAG = "tag:yaml.org,2002:int"
-FLOAT_TAG = "tag:yaml.org,2002:float"
-NULL_TAG = "tag:yaml.org,2002:null"
-STR_TAG = "tag:yaml.org,2002:str"
-MERGE_TAG = "tag:yaml.org,2002:merge"
 
 # YAML 1.1 spellings that some parsers read as booleans; only `true` and `false` are accepted.
 YAML11_BOOLEANS = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false"})

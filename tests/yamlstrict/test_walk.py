@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.policy.yamlissues import Severity
-from gateway.policy.yamlsource import compose
-from gateway.policy.yamlwalk import Walker, string_field
+from gateway.yamlstrict.issues import Severity
+from gateway.yamlstrict.source import compose
+from gateway.yamlstrict.walk import Walker, string_field
 
 
 def _walk(text: str) -> tuple[Walker, object]:

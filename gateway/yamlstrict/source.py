@@ -2,7 +2,7 @@
 
 Owns the hazards of YAML written by people (duplicate keys, YAML 1.1 booleans, tags, alias
 bombs, deep nesting, huge or binary files). Walking the nodes against a schema is
-`yamlwalk`'s. Generic (the gateway configuration reuses it); never a traceback.
+`walk.py`'s. Generic (the gateway configuration reuses it); never a traceback.
 """
 
 from __future__ import annotations
@@ -29,28 +29,15 @@ from yaml.reader import Reader, ReaderError
 from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
-from gateway.policy.yamlissues import Issue, Mark, Severity, SourceError, issue_at, sort_issues
-from gateway.policy.yamlwalk import (
-    BOOL_TAG,
-    FLOAT_TAG,
-    INT_TAG,
-    MERGE_TAG,
-    NULL_TAG,
-    STR_TAG,
-    YAML11_BOOLEANS,
-    Field,
-    Section,
-    Walker,
-    boolean_field,
-    choice_field,
-    describe,
-    integer_field,
-    is_null,
-    number_field,
-    section_field,
-    string_field,
-    suggest,
-)
+from gateway.yamlstrict.issues import Issue, Mark, SourceError, issue_at
+
+# The tags PyYAML's resolver gives plain scalars (YAML 1.1 rules; see walk.py's `Walker.boolean`).
+BOOL_TAG = "tag:yaml.org,2002:bool"
+INT_TAG = "tag:yaml.org,2002:int"
+FLOAT_TAG = "tag:yaml.org,2002:float"
+NULL_TAG = "tag:yaml.org,2002:null"
+STR_TAG = "tag:yaml.org,2002:str"
+MERGE_TAG = "tag:yaml.org,2002:merge"
 
 DEFAULT_MAX_BYTES = 1 << 20
 MAX_DEPTH = 64  # policies nest three levels; this only stops `[[[[…` from exhausting the stack
@@ -321,39 +308,3 @@ def _char_position(text: str, index: int) -> tuple[int, int]:
     line_start = text.rfind("\n", 0, index) + 1
     return text.count("\n", 0, index) + 1, index - line_start + 1
 
-
-# The issue and walker names, for modules that import them from here (gateway.cli.policy_cmd).
-__all__ = [
-    "BOOL_TAG",
-    "DEFAULT_MAX_BYTES",
-    "FLOAT_TAG",
-    "INT_TAG",
-    "MAX_ALIASES",
-    "MAX_ALIAS_NODES",
-    "MAX_DEPTH",
-    "MERGE_TAG",
-    "NULL_TAG",
-    "STR_TAG",
-    "YAML11_BOOLEANS",
-    "Document",
-    "Field",
-    "Issue",
-    "Mark",
-    "Section",
-    "Severity",
-    "SourceError",
-    "Walker",
-    "boolean_field",
-    "choice_field",
-    "compose",
-    "decode_text",
-    "describe",
-    "integer_field",
-    "is_null",
-    "number_field",
-    "read_bounded",
-    "section_field",
-    "sort_issues",
-    "string_field",
-    "suggest",
-]
