@@ -640,19 +640,18 @@ def _should_clean(
     tag = el.tag
     is_list = tag in ("ul", "ol")
     length = measured.length(el)
-    if not is_list and length:
+    # the element counts in one XPath evaluation, in libxml2: walking the subtree in Python
+    # for each of them costs more than the rest of the judgement
+    paragraphs, images, items, inputs, lists, figures, code = map(
+        int, str(_CLEAN_COUNTS(el)).split()
+    )
+    items -= 100
+    if not is_list and length and lists:
         list_chars = sum(measured.length(li) for li in el.iter("ul", "ol"))
         is_list = list_chars / length > 0.9
-    paragraphs = sum(1 for _ in el.iter("p"))
-    images = sum(1 for _ in el.iter("img"))
-    items = sum(1 for _ in el.iter("li")) - 100
-    inputs = sum(1 for _ in el.iter("input"))
-    in_figure = tag == "figure" or any(True for _ in el.iterancestors("figure"))
+    in_figure = figures > 0
     density = measured.link_length(el, deadline) / length if length else 0.0
-    headings = sum(measured.length(h) for h in el.iter("h1", "h2", "h3", "h4", "h5", "h6"))
-    heading_density = headings / length if length else 0.0
-    has_code = tag != "table" and any(True for _ in el.iter("pre", "code"))
-    if has_code and density < 0.5:
+    if tag != "table" and code and density < 0.5:
         return False
     remove_it = (
         (images > 1 and paragraphs / images < 0.5 and not in_figure)
@@ -660,15 +659,29 @@ def _should_clean(
         or (inputs > paragraphs // 3)
         or (
             not is_list
-            and heading_density < 0.9
             and length < MIN_PARAGRAPH_CHARS
             and (images == 0 or images > 2)
             and not in_figure
+            and _heading_density(el, length, measured) < 0.9
         )
         or (not is_list and weight < 25 and density > 0.2)
         or (weight >= 25 and density > 0.5)
         or (is_list and density > 0.6)  # a list of links: related stories, tags, "read more"
     )
+    if not remove_it or not is_list or not images:
+        return remove_it
     # a list of images is content (a gallery)
-    gallery = images and all(len(li) == 1 and li[0].tag == "img" for li in el.iter("li"))
-    return remove_it and not (is_list and gallery)
+    return not all(len(li) == 1 and li[0].tag == "img" for li in el.iter("li"))
+
+
+def _heading_density(el: etree._Element, length: int, measured: SubtreeText) -> float:
+    headings = sum(measured.length(h) for h in el.iter("h1", "h2", "h3", "h4", "h5", "h6"))
+    return headings / length if length else 0.0
+
+
+# paragraphs, images, list items, inputs, lists, figures around, code inside (0 or 1)
+_CLEAN_COUNTS = etree.XPath(
+    "concat(count(descendant::p), ' ', count(descendant::img), ' ', count(descendant::li), ' ',"
+    " count(descendant::input), ' ', count(descendant::ul | descendant::ol), ' ',"
+    " count(ancestor-or-self::figure), ' ', count((descendant::pre | descendant::code)[1]))"
+)

@@ -64,7 +64,7 @@ class Renderer:
         self.deadline = deadline
         self.base_url = base_url
         # pages link to the same places again and again: each href is resolved once
-        self._targets: dict[str | None, str | None] = {}
+        self._target = LinkResolver(base_url)
         self.headings: list[tuple[int, str]] = []
         self._seen = 0
         # the elements that hold a block element somewhere below them, found on first need
@@ -272,13 +272,6 @@ class Renderer:
 
     # --- inline -------------------------------------------------------------------------
 
-    def _target(self, href: str | None) -> str | None:
-        targets = self._targets
-        if href in targets:
-            return targets[href]
-        target = targets[href] = resolve_href(href, self.base_url)
-        return target
-
     def _inline_children(self, el: etree._Element, depth: int) -> str:
         parts: list[str] = []
         text = el.text
@@ -334,6 +327,54 @@ def _wrap(inner: str, mark: str) -> str:
 
 
 _LINK_SCHEMES = frozenset({"http", "https", "mailto", "ftp"})
+
+
+# A root-relative target whose resolution is only the page's origin before it: its path has
+# no empty, "." or ".." segments and no ";" (what `urljoin` would rewrite), its query and
+# fragment, when present, are not empty (`urljoin` drops an empty one), no whitespace,
+# backslash or control character anywhere.
+_PLAIN_ROOT_RELATIVE = re.compile(
+    r"/(?![/?#])(?:(?!\.\.?(?:[/?#]|$))[^/?#;\s\\\x00-\x1f\x7f]+(?:/(?!/)|(?=[?#])|$))*"
+    r"(?:\?[^#\s\x00-\x1f\x7f]+)?(?:#[^\s\x00-\x1f\x7f]+)?"
+)
+
+
+class LinkResolver:
+    """`resolve_href` against one page, each target resolved once; a root-relative target
+    of the plain kind most links are is joined to the page's origin without `urljoin`
+    (which costs about as much as rendering the rest of a link)."""
+
+    __slots__ = ("_base_url", "_origin", "_targets")
+
+    def __init__(self, base_url: str | None) -> None:
+        self._base_url = base_url
+        self._targets: dict[str | None, str | None] = {}
+        self._origin: str | None = None
+        if base_url:
+            try:
+                parts = urlsplit(base_url)
+            except ValueError:
+                parts = None
+            if parts is not None and parts.scheme in ("http", "https") and parts.netloc:
+                self._origin = f"{parts.scheme}://{parts.netloc}"
+
+    def __call__(self, href: str | None) -> str | None:
+        targets = self._targets
+        if href in targets:
+            return targets[href]
+        origin = self._origin
+        if (
+            origin is not None
+            and href
+            and href[0] == "/"
+            and len(href) <= MAX_HREF_CHARS
+            and _PLAIN_ROOT_RELATIVE.fullmatch(href)
+        ):
+            target: str | None = origin + href
+        else:
+            target = resolve_href(href, self._base_url)
+        targets[href] = target
+        return target
 
 
 def resolve_href(href: str | None, base_url: str | None) -> str | None:
