@@ -16,6 +16,7 @@ from urllib.parse import urljoin, urlsplit
 from lxml import etree
 
 from gateway.extract.content import DeadlineExceeded
+from gateway.extract.tree import squash
 
 _WHITESPACE = re.compile(r"[ \t\n\r\f\v\u00a0\u2028\u2029\u200b]+")
 _ASCII_WHITESPACE = " \t\n\r\f\v"  # all in _WHITESPACE
@@ -129,7 +130,7 @@ class Renderer:
         text = "".join(inline)
         inline.clear()
         if "\n" not in text:  # the common case: one line
-            line = " ".join(text.split())
+            line = squash(text)
             if line:
                 out.append(line)
             return
@@ -137,7 +138,7 @@ class Renderer:
         # A blank line (<br><br>) separates paragraphs, as sites without <p> use it.
         lines: list[str] = []
         for raw in text.split("\n"):
-            line = " ".join(raw.split())
+            line = squash(raw)
             if line:
                 lines.append(line)
             elif lines:

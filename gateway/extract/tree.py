@@ -41,7 +41,14 @@ def parse_html(body: bytes, content_type: str) -> etree._Element | None:
 
 
 def squash(text: str) -> str:
-    """Whitespace runs (newlines, NBSP) as single spaces, stripped."""
+    """Whitespace runs (newlines, NBSP) as single spaces, stripped: `" ".join(text.split())`.
+
+    Splitting makes an object of every word; a text whose only whitespace is single spaces
+    (a paragraph whose pieces were squashed already; `isprintable` is false for every other
+    whitespace character) needs only its ends stripped. (Page-sized texts rarely are: the
+    checks would cost more than they save there, so lengths are still counted by splitting.)"""
+    if "  " not in text and text.isprintable():
+        return text.strip(" ")
     return " ".join(text.split())
 
 
