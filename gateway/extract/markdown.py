@@ -92,7 +92,7 @@ class Renderer:
             tag = child.tag
             if not isinstance(tag, str) or tag in _SKIPPED:
                 pass
-            elif self._is_block(child, tag):
+            elif tag in _BLOCKS or self._is_block(child, tag):
                 self._flush(inline, out)
                 self._block(child, out, depth + 1)
             else:
@@ -154,6 +154,9 @@ class Renderer:
                 out.append(flat)
             return
         tag = el.tag
+        if tag == "p" or tag == "div":  # the most common blocks, asked nothing else
+            self._blocks(el, out, depth)
+            return
         level = _HEADINGS.get(tag)
         if level is not None:
             text = _squash_inline(self._inline_children(el, depth)).strip()
@@ -288,7 +291,10 @@ class Renderer:
         return "".join(parts)
 
     def _inline(self, el: etree._Element, depth: int) -> str:
-        self._tick()
+        self._seen += 1
+        if self._seen & 511 == 0:  # _tick without the call: this runs for most elements
+            self._seen -= 1
+            self._tick()
         tag = el.tag
         if depth > MAX_DEPTH:
             return _squash_inline("".join(el.itertext()))
@@ -307,7 +313,11 @@ class Renderer:
             if not self.markdown:
                 return code
             return _code_span(code)
-        inner = self._inline_children(el, depth)
+        if len(el):
+            inner = self._inline_children(el, depth)
+        else:  # most inline elements (links, emphasis) hold only their text
+            text = el.text
+            inner = _squash_inline(text) if text else ""
         if not self.markdown:
             return inner
         if tag == "a":
@@ -401,7 +411,8 @@ def _link(inner: str, target: str | None) -> str:
     core = inner.strip()
     if not core or target is None or "\n" in core:
         return inner
-    target = _WHITESPACE.sub("%20", target)
+    if " " in target or not target.isprintable():  # every other space is unprintable
+        target = _WHITESPACE.sub("%20", target)
     if "(" in target or ")" in target or "<" in target or ">" in target:
         target = "<" + target.replace("<", "%3C").replace(">", "%3E") + ">"
     core = core.replace("[", "\\[").replace("]", "\\]")
