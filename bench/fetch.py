@@ -25,13 +25,21 @@ each round, then the median: `raw` req/s >= 60% of the text relay's, Markdown (`
 req/s >= 2x the trafilatura relay's. `--profile` then samples the gateway with py-spy under
 load in each mode and prints where its time goes.
 
+`--real-pages N` then measures the same cells (but `direct`) on N real pages of 100-350 KB
+from the extraction data sets (`../shared/extbench`, WCXB dev and scrapinghub, picked evenly
+from their sorted names, so the same N pages every run), each served by the same nginx, and
+prints per page and as medians the ratios the targets name: `auto` over `raw` at c=1, `auto`
+over the trafilatura relay, and `auto` at the highest concurrency over `auto` at c=1.
+
     .venv/bin/python bench/fetch.py [--rounds 3] [--requests 1000] [--slow-requests 200]
-                                    [--concurrency 1 32] [--profile]
+                                    [--concurrency 1 32] [--profile] [--real-pages N]
+                                    [--only raw markdown]
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import random
@@ -69,7 +77,9 @@ from common import (
 HOST = "news.example.com"  # a public-looking name; the gateway's resolver maps it to loopback
 PAGE_PATH = "/2026/03/egress-gateways-for-agents.html"
 PAGE_BYTES = 100_000
-MAX_CHARS = 200_000  # the policy's default limits.max_chars: the whole page comes back
+MAX_CHARS = 400_000  # the policy's limits.max_chars: the whole page comes back, real ones too
+REAL_PAGE_BYTES = (100_000, 350_000)
+EXTBENCH = Path(__file__).resolve().parent.parent.parent / "shared" / "extbench"
 DIRECT, BARE, TRAFILATURA = "direct (nginx GET)", "bare relay", "trafilatura relay"
 TEXT = "text relay"
 RAW, MARKDOWN = "gateway raw", "gateway auto (markdown)"
@@ -293,6 +303,24 @@ def profile(py_spy: str, target: Target, concurrency: int, requests: int, out: P
         print(f"    {100 * count / total:5.1f}%  {name}")
 
 
+def real_pages(count: int) -> list[tuple[str, bytes]]:
+    """`count` pages of REAL_PAGE_BYTES from both extraction sets: (name, HTML)."""
+    from extraction import SHARED  # noqa: PLC0415 (only this option needs the data sets)
+
+    files = sorted(SHARED.glob("wcxb-dev/html/*.html.gz")) + sorted(
+        SHARED.glob("scrapinghub/html/*.html.gz")
+    )
+    sized = []
+    for path in files:
+        html = gzip.decompress(path.read_bytes())
+        if REAL_PAGE_BYTES[0] <= len(html) <= REAL_PAGE_BYTES[1]:
+            sized.append((f"{path.parent.parent.name}/{path.name.removesuffix('.html.gz')}", html))
+    if len(sized) < count:
+        sys.exit(f"only {len(sized)} pages of {REAL_PAGE_BYTES} bytes under {SHARED}")
+    step = len(sized) / count
+    return [sized[int(index * step + step / 2)] for index in range(count)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -305,14 +333,26 @@ def main() -> None:
     parser.add_argument(
         "--only", nargs="+", choices=["raw", "markdown"], help="measure only these gateway modes"
     )
+    parser.add_argument(
+        "--real-pages", type=int, default=0, metavar="N",
+        help="also measure N real pages of 100-350 KB from ../shared/extbench",
+    )
     args = parser.parse_args()
 
     page = article_page()
+    pages = [("generated article", PAGE_PATH, page)]
+    pages += [
+        (name, f"/real/{name.replace('/', '-')}.html", html)
+        for name, html in real_pages(args.real_pages)
+    ]
     with tempfile.TemporaryDirectory(prefix="bench-fetch-") as temp, Children() as children:
         folder = Path(temp)
         folder.chmod(0o755)  # nginx workers may run as another user
-        (folder / "www" / PAGE_PATH.rsplit("/", 1)[0].lstrip("/")).mkdir(parents=True)
-        (folder / "www" / PAGE_PATH.lstrip("/")).write_bytes(page)
+        for _, path, html in pages:
+            (folder / "www" / path.rsplit("/", 1)[0].lstrip("/")).mkdir(
+                parents=True, exist_ok=True
+            )
+            (folder / "www" / path.lstrip("/")).write_bytes(html)
         nginx_port, gateway_port, bare_port, traf_port, text_port = (
             free_port() for _ in range(5)
         )
@@ -343,56 +383,48 @@ def main() -> None:
             ],
             logs=("nginx-error.log", "gateway.log", "bare.log", "trafilatura.log", "text.log"),
         )
-
-        page_url = f"http://127.0.0.1:{nginx_port}{PAGE_PATH}"
-        gateway_page = f"http://{HOST}:{nginx_port}{PAGE_PATH}"
         api = "/v1/fetch"
 
-        def gateway_body(mode: str) -> bytes:
-            return json.dumps(
-                {"url": gateway_page, "extract_mode": mode, "max_chars": MAX_CHARS}
-            ).encode()
+        def page_targets(path: str) -> list[Target]:
+            page_url = f"http://127.0.0.1:{nginx_port}{path}"
+            gateway_page = f"http://{HOST}:{nginx_port}{path}"
 
-        targets = [
-            Target(DIRECT, page_url, None, nginx.pid),
-            Target(
-                BARE,
-                f"http://127.0.0.1:{bare_port}{api}",
-                json.dumps({"url": page_url}).encode(),
-                bare.pid,
-            ),
-            Target(
-                TEXT,
-                f"http://127.0.0.1:{text_port}{api}",
-                json.dumps({"url": page_url}).encode(),
-                text.pid,
-            ),
-            Target(
-                RAW,
-                f"http://127.0.0.1:{gateway_port}{api}",
-                gateway_body("raw"),
-                gateway.pid,
-            ),
-            Target(
-                MARKDOWN,
-                f"http://127.0.0.1:{gateway_port}{api}",
-                gateway_body("auto"),
-                gateway.pid,
-                slow=True,
-            ),
-            Target(
-                TRAFILATURA,
-                f"http://127.0.0.1:{traf_port}{api}",
-                json.dumps({"url": page_url}).encode(),
-                traf.pid,
-                slow=True,
-            ),
-        ]
-        if args.only:
-            # Each gateway mode keeps the yardstick it is judged against.
-            keep = {DIRECT, BARE, *([RAW, TEXT] if "raw" in args.only else [])}
-            keep |= {MARKDOWN, TRAFILATURA} if "markdown" in args.only else set()
-            targets = [target for target in targets if target.name in keep]
+            def gateway_body(mode: str) -> bytes:
+                return json.dumps(
+                    {"url": gateway_page, "extract_mode": mode, "max_chars": MAX_CHARS}
+                ).encode()
+
+            relay_body = json.dumps({"url": page_url}).encode()
+            targets = [
+                Target(DIRECT, page_url, None, nginx.pid),
+                Target(BARE, f"http://127.0.0.1:{bare_port}{api}", relay_body, bare.pid),
+                Target(TEXT, f"http://127.0.0.1:{text_port}{api}", relay_body, text.pid),
+                Target(
+                    RAW, f"http://127.0.0.1:{gateway_port}{api}", gateway_body("raw"), gateway.pid
+                ),
+                Target(
+                    MARKDOWN,
+                    f"http://127.0.0.1:{gateway_port}{api}",
+                    gateway_body("auto"),
+                    gateway.pid,
+                    slow=True,
+                ),
+                Target(
+                    TRAFILATURA,
+                    f"http://127.0.0.1:{traf_port}{api}",
+                    relay_body,
+                    traf.pid,
+                    slow=True,
+                ),
+            ]
+            if args.only:
+                # Each gateway mode keeps the yardstick it is judged against.
+                keep = {DIRECT, BARE, *([RAW, TEXT] if "raw" in args.only else [])}
+                keep |= {MARKDOWN, TRAFILATURA} if "markdown" in args.only else set()
+                targets = [target for target in targets if target.name in keep]
+            return targets
+
+        targets = page_targets(PAGE_PATH)
         notes = check_targets(targets, page)
         print(
             f"page: {len(page)} bytes of HTML at {PAGE_PATH}; {args.rounds} rounds; "
@@ -401,8 +433,19 @@ def main() -> None:
         )
         for note in notes:
             print(f"  {note}")
+        real = [
+            (name, [t for t in page_targets(path) if t.name != DIRECT], html)
+            for name, path, html in pages[1:]
+        ]
+        for name, real_targets, html in real:
+            print(f"real page {name}: {len(html)} bytes")
+            for note in check_targets(real_targets, html):
+                print(f"  {note}")
 
         cells: dict[tuple[int, str], list[Cell]] = defaultdict(list)
+        real_cells: dict[str, dict[tuple[int, str], list[Cell]]] = {
+            name: defaultdict(list) for name, _, _ in real
+        }
         with LoadGenerator() as load:
             for round_index in range(args.rounds):
                 for concurrency in args.concurrency:
@@ -410,9 +453,17 @@ def main() -> None:
                         count = args.slow_requests if target.slow else args.requests
                         cell = measure(load, target, concurrency, max(count, concurrency))
                         cells[(concurrency, target.name)].append(cell)
+                    for name, real_targets, _ in real:
+                        for target in rotated(real_targets, round_index):
+                            # real pages cost more each: half the requests per cell
+                            count = (args.slow_requests if target.slow else args.requests) // 2
+                            cell = measure(load, target, concurrency, max(count, concurrency))
+                            real_cells[name][(concurrency, target.name)].append(cell)
                 print(f"  round {round_index + 1}/{args.rounds} done", file=sys.stderr)
 
         report(targets, cells, args.concurrency)
+        if real:
+            report_real(real_cells, args.concurrency)
 
         if args.profile:
             spy = py_spy_binary(folder)
@@ -420,6 +471,57 @@ def main() -> None:
                 profile(spy, target, max(args.concurrency), 
                         args.slow_requests * 3 if target.slow else args.requests * 3,
                         folder / f"profile-{target.name.split()[1]}.txt")  # fmt: skip
+
+
+def report_real(
+    real_cells: dict[str, dict[tuple[int, str], list[Cell]]], levels: list[int]
+) -> None:
+    """Per real page: req/s of raw, auto and the trafilatura relay, and the target ratios."""
+    low, high = min(levels), max(levels)
+    print(
+        f"\n| real page | raw c={low} | auto c={low} | auto c={high} | trafilatura c={low} "
+        f"| trafilatura c={high} | auto/raw c={low} | auto/trafilatura c={low} "
+        f"| auto/trafilatura c={high} | auto c={high}/c={low} |"
+        "\n|---|---|---|---|---|---|---|---|---|---|"
+    )
+    summary: dict[str, list[float]] = defaultdict(list)
+    for name, cells in real_cells.items():
+        def rps(concurrency: int, target: str, cells: dict = cells) -> str:
+            runs = cells[(concurrency, target)]
+            return f"{median([c.result.rps for c in runs]):.0f}" if runs else "-"
+
+        ratios = {}
+        for key, (a, b) in {
+            "auto/raw": ((low, MARKDOWN), (low, RAW)),
+            "auto/trafilatura low": ((low, MARKDOWN), (low, TRAFILATURA)),
+            "auto/trafilatura high": ((high, MARKDOWN), (high, TRAFILATURA)),
+            "auto high/low": ((high, MARKDOWN), (low, MARKDOWN)),
+        }.items():
+            if cells[a] and cells[b]:
+                ratios[key] = ratio_per_round(cells[a], cells[b])
+                summary[key].append(ratios[key])
+        shown = [
+            f"{ratios[key]:.2f}" if key in ratios else "-"
+            for key in ("auto/raw", "auto/trafilatura low", "auto/trafilatura high",
+                        "auto high/low")
+        ]  # fmt: skip
+        print(
+            f"| {name} | {rps(low, RAW)} | {rps(low, MARKDOWN)} | {rps(high, MARKDOWN)} "
+            f"| {rps(low, TRAFILATURA)} | {rps(high, TRAFILATURA)} | " + " | ".join(shown) + " |"
+        )
+    print()
+    for key, goal in (
+        ("auto/raw", 0.3),
+        ("auto/trafilatura low", 8.0),
+        ("auto/trafilatura high", 8.0),
+        ("auto high/low", 1.7),
+    ):
+        if summary[key]:
+            value = median(summary[key])
+            print(
+                f"real pages, median {key}: {value:.2f} "
+                f"(target >= {goal}: {'met' if value >= goal else 'MISSED'})"
+            )
 
 
 def ratio_per_round(cells: list[Cell], base: list[Cell]) -> float:

@@ -448,6 +448,7 @@ def select_content(
     siblings = [top] if parent is None else list(parent)
     threshold = max(10.0, top_score * 0.2)
     top_class = top.get("class") or ""
+    kept: list[etree._Element] = []
     for sibling in siblings:
         if not isinstance(sibling.tag, str):
             continue
@@ -471,13 +472,16 @@ def select_content(
             # lxml moves the tail with the element; that text belongs to the old parent
             sibling.tail = None
             container.append(sibling)
-    _prepare(container, attempt, scores, title, text, deadline)
-    # measured after the furniture went (what is left is what renders): the text in C, the
-    # links from the page's measurement (their subtrees are as they were)
+            kept.append(sibling)
+    removed = _prepare(container, attempt, scores, title, text, deadline)
+    # measured after the furniture went (what is left is what renders), from the page's
+    # measurement: the pieces of text of the blocks kept, less those of the blocks removed
+    # (their subtrees are as they were)
     check_every(deadline, 0)
-    chars = _squashed_length(
-        etree.tostring(container, method="text", encoding=str, with_tail=False)
-    )
+    length = text.remaining_length(kept, removed)
+    if length is None:
+        length = text_length(container)
+    chars = length + 1 if length else 0
     links = sum(text.length(a) for a in container.iter("a"))
     return Selection(container, page_prose, True, chars, max(chars - links, 0))
 
@@ -599,13 +603,15 @@ def _prepare(
     title: str | None,
     measured: SubtreeText,
     deadline: float | None,
-) -> None:
-    """Readability's prepArticle: remove what is left of the furniture inside the content.
+) -> list[etree._Element]:
+    """Readability's prepArticle: remove what is left of the furniture inside the content;
+    returns what it removed.
 
     `measured` is the page's text as selection measured it: each block is judged with what
     was inside it then (removing inner furniture first and measuring again, as Readability
     does, costs a walk per block)."""
     title_key = squash(title).lower() if title else None
+    removed: list[etree._Element] = []
     for heading in list(container.iter("h1", "h2")):
         text = squash(text_of(heading)).lower()
         negative = attempt.weigh_classes and class_weight(heading) < 0
@@ -613,14 +619,17 @@ def _prepare(
         repeats_title = bool(title_key and text and (text in title_key or title_key in text))
         if negative or repeats_title:
             remove(heading)
+            removed.append(heading)
     if not attempt.clean_conditionally:
-        return
+        return removed
     for count, el in enumerate(reversed(list(container.iter(*_CLEANED_TAGS)))):
         check_every(deadline, count)
         if el.getparent() is None or el is container:
             continue
         if _should_clean(el, attempt, scores, measured, deadline):
             remove(el)
+            removed.append(el)
+    return removed
 
 
 def _should_clean(

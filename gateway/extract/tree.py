@@ -168,6 +168,48 @@ class SubtreeText:
         span = self._spans.get(el)
         return text_length(el) if span is None else self._length(span[0], span[1])
 
+    def remaining_length(
+        self, kept: list[etree._Element], removed: list[etree._Element]
+    ) -> int | None:
+        """`text_length` of the kept elements' texts in a row once the removed elements
+        (inside them, in any order, nested or not) are gone: the same arithmetic over what
+        is left of their runs of pieces, where a word can now run on across a gap. None when
+        an element was not measured."""
+        spans = self._spans
+        try:
+            kept_runs = sorted(spans[el][:2] for el in kept)
+            gaps = sorted(spans[el][:2] for el in removed)
+        except KeyError:
+            return None
+        runs: list[tuple[int, int]] = []
+        gap_index = 0
+        for first, end in kept_runs:
+            start = first
+            while gap_index < len(gaps) and gaps[gap_index][0] < end:
+                gap_first, gap_end = gaps[gap_index]
+                if gap_end > start:
+                    if gap_first > start:
+                        runs.append((start, gap_first))
+                    start = gap_end
+                gap_index += 1
+            if end > start:
+                runs.append((start, end))
+        pieces, chars, words, joins = self._pieces, self._chars, self._words, self._joins
+        total_chars = total_words = 0
+        last_piece: str | None = None
+        for first, end in runs:
+            total_chars += chars[end] - chars[first]
+            # words of the run, less where its pieces run on into each other (the join of its
+            # first piece is with the piece before the run, counted here instead)
+            total_words += words[end] - words[first] - (joins[end] - joins[first + 1])
+            piece = pieces[first]
+            if last_piece is not None and not last_piece[-1].isspace() and not piece[0].isspace():
+                total_words -= 1
+            last_piece = pieces[end - 1]
+        if total_words <= 0:
+            return 0
+        return total_chars + total_words - 1
+
     def text(self, el: etree._Element) -> str:
         """`text_of(el)`."""
         span = self._spans.get(el)
