@@ -478,10 +478,10 @@ def select_content(
     # measurement: the pieces of text of the blocks kept, less those of the blocks removed
     # (their subtrees are as they were)
     check_every(deadline, 0)
-    length = text.remaining_length(kept, removed)
-    if length is None:
-        length = text_length(container)
-    chars = length + 1 if length else 0
+    remaining = text.remaining_length(kept, removed)
+    if remaining is None:
+        remaining = text_length(container)
+    chars = remaining + 1 if remaining else 0
     links = sum(text.length(a) for a in container.iter("a"))
     return Selection(container, page_prose, True, chars, max(chars - links, 0))
 
