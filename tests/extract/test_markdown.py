@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lxml import etree
 
-from gateway.extract.markdown import Renderer
+from gateway.extract.markdown import LinkResolver, Renderer, resolve_href
 
 
 def render(fragment: str, *, markdown: bool = True) -> str:
@@ -173,3 +175,41 @@ def test_links_are_resolved_against_the_page(href: str, expected: str) -> None:
     root.find(".//a").set("href", href)
     renderer = Renderer(markdown=True, base_url="https://site.example/docs/page")
     assert renderer.render(root.find("body")) == expected
+
+
+# --- LinkResolver: its shortcut for plain root-relative links must resolve as urljoin does --
+
+_HREF_PARTS = ["a", "b9", "/", "//", ".", "..", "?", "#", ";", "=", "&", "%2e", "\u00e9", " ",
+               "\t", "\\", ":", "@", "[", "]", "~", "\x01", "\u00a0", "/./", "/../", "x.y"]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.lists(st.sampled_from(_HREF_PARTS), max_size=8).map(lambda parts: "/" + "".join(parts)),
+    st.sampled_from([
+        "https://site.example/docs/page?q=1#top",
+        "http://user@site.example:8080/",
+        "https://site.example",
+        "ftp://files.example/dir/",
+        "relative/base",
+    ]),
+)
+def test_link_resolver_resolves_as_resolve_href(href: str, base_url: str) -> None:
+    resolver = LinkResolver(base_url)
+    assert resolver(href) == resolve_href(href, base_url)
+    assert resolver(href) == resolve_href(href, base_url)  # a second time, from its memory
+
+
+@pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        ("/2026/1/2", "https://site.example/2026/1/2"),
+        ("/a/?x=1#f", "https://site.example/a/?x=1#f"),
+        ("/a//b", "https://site.example/a//b"),  # left to urljoin, not the shortcut
+        ("/a/../b", "https://site.example/b"),
+        ("/a?", "https://site.example/a"),
+        (None, None),
+    ],
+)
+def test_link_resolver_cases(href: str | None, expected: str | None) -> None:
+    assert LinkResolver("https://site.example/docs/page")(href) == expected

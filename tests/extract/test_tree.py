@@ -15,6 +15,7 @@ from gateway.extract.tree import (
     page_description,
     page_title,
     parse_html,
+    squash,
     text_length,
     text_of,
 )
@@ -148,6 +149,72 @@ _FRAGMENTS = st.recursive(
 @given(st.lists(_FRAGMENTS, max_size=5))
 def test_subtree_text_matches_direct_measures_on_any_tree(fragments: list[str]) -> None:
     assert_measures_match(body_with_comments("".join(fragments) or "<p></p>"))
+
+
+def remove_keeping_tail(el: etree._Element) -> None:
+    """As the content selection removes an element: its tail stays with what came before."""
+    parent = el.getparent()
+    assert parent is not None
+    previous = el.getprevious()
+    if el.tail:
+        if previous is not None:
+            previous.tail = (previous.tail or "") + el.tail
+        else:
+            parent.text = (parent.text or "") + el.tail
+    parent.remove(el)
+
+
+def assert_remaining_length_matches(body: etree._Element, keep_every: int, drop: int) -> None:
+    """Some of body's children kept in a new element, some elements inside them removed:
+    `remaining_length` must equal measuring what is left directly."""
+    measured = SubtreeText(body)
+    container = etree.Element("div")
+    kept = [child for index, child in enumerate(body) if index % keep_every == 0]
+    for child in kept:
+        child.tail = None
+        container.append(child)
+    inner = [el for el in container.iter(etree.Element) if el is not container and el not in kept]
+    removed = []
+    # innermost first, as the clean-up goes; a removed element's ancestors may go too
+    for index, el in enumerate(reversed(inner + kept)):
+        if index % drop == 0 and el.getparent() is not None:
+            remove_keeping_tail(el)
+            removed.append(el)
+    assert measured.remaining_length(kept, removed) == text_length(container), (
+        etree.tostring(container)
+    )
+
+
+@pytest.mark.parametrize("html", MEASURE_CASES)
+@pytest.mark.parametrize(("keep_every", "drop"), [(1, 2), (2, 3), (1, 1), (3, 5)])
+def test_remaining_length_matches_direct_measure(html: str, keep_every: int, drop: int) -> None:
+    assert_remaining_length_matches(body_with_comments(html * 3), keep_every, drop)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_FRAGMENTS, min_size=1, max_size=6), st.integers(1, 3), st.integers(1, 4))
+def test_remaining_length_matches_direct_measure_on_any_tree(
+    fragments: list[str], keep_every: int, drop: int
+) -> None:
+    assert_remaining_length_matches(body_with_comments("".join(fragments)), keep_every, drop)
+
+
+def test_remaining_length_joins_words_across_a_removed_element() -> None:
+    body = body_with_comments("<p>run<b>gone</b>on words</p>")
+    measured = SubtreeText(body)
+    paragraph, bold = body[0], body[0][0]
+    remove_keeping_tail(bold)
+    assert measured.remaining_length([paragraph], [bold]) == len("runon words")
+
+
+def test_remaining_length_is_none_for_an_element_it_never_measured() -> None:
+    body = body_with_comments("<p>words</p>")
+    assert SubtreeText(body).remaining_length([body[0]], [etree.Element("b")]) is None
+
+
+@given(st.text(alphabet=" \t\n\r\x0b\x1c\x85\u00a0\u2009\u200b\u3000ab\u00e9", max_size=12))
+def test_squash_is_split_and_join(text: str) -> None:
+    assert squash(text) == " ".join(text.split())
 
 
 def test_subtree_text_answers_for_elements_outside_its_root() -> None:
