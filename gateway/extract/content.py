@@ -150,14 +150,14 @@ def unwrap(el: etree._Element) -> None:
     parent[index : index + 1] = children
 
 
+# Junk that never counts as a page's text (a framework's state in a script can be most of
+# a page): removed first, in libxml2, before anything is measured
+_CODE_TAGS = ("script", "style", "template")
+
+
 def _page_length(body: etree._Element) -> int:
     """About how many characters of text a page has (whitespace runs counted once)."""
-    total = _squashed_length(etree.tostring(body, method="text", encoding=str, with_tail=False))
-    # scripts' and styles' text is no reader's (a framework's state can be most of a page)
-    for el in body.iter("script", "style", "template"):
-        if el.text:
-            total -= _squashed_length(el.text)
-    return max(total, 0)
+    return _squashed_length(etree.tostring(body, method="text", encoding=str, with_tail=False))
 
 
 def _squashed_length(text: str) -> int:
@@ -199,6 +199,7 @@ def strip_boilerplate(
     page inside a `<button>` or `<nav>` that was never closed, and scoring still ranks
     whatever is furniture in it.
     """
+    etree.strip_elements(body, *_CODE_TAGS, with_tail=False)
     share_limit = max(int(_page_length(body) * MOST_OF_PAGE), NOSCRIPT_CONTENT_CHARS)
     doomed: list[etree._Element] = []
     unwrapped: list[etree._Element] = []
