@@ -305,6 +305,8 @@ def profile(py_spy: str, target: Target, concurrency: int, requests: int, out: P
 
 def real_pages(count: int) -> list[tuple[str, bytes]]:
     """`count` pages of REAL_PAGE_BYTES from both extraction sets: (name, HTML)."""
+    if count <= 0:
+        return []
     from extraction import SHARED  # noqa: PLC0415 (only this option needs the data sets)
 
     files = sorted(SHARED.glob("wcxb-dev/html/*.html.gz")) + sorted(
