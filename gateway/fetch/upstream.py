@@ -1,6 +1,6 @@
 """The forward proxy's upstream client for plain-HTTP requests: keep-alive HTTP/1.1 connections
 opened through the tunnel checks (`fetch.tunnel.open_tunnel`), responses read with the strict
-reader and limits both response paths share (`fetch.http1`), and a body pipe that writes
+reader and limits both response paths share (`wire.http1`), and a body pipe that writes
 straight into the client's transport with flow control.
 
 Used only by the proxy's absolute-form path; model tools keep the `Fetcher`. It never decides
@@ -15,11 +15,11 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Protocol
 
 from gateway.errors import ResponseTooLargeError, UpstreamError, UpstreamUnreachableError
-from gateway.fetch.http1 import ChunkedBody, HeadReader, ResponseHead
 from gateway.fetch.resolver import StaticHosts
 from gateway.fetch.tunnel import open_tunnel
 from gateway.policy.model import IPNetwork, Policy
 from gateway.policy.urls import Target
+from gateway.wire.http1 import ChunkedBody, HeadReader, ResponseHead
 
 # Bytes read ahead of a body pipe (after the head, before the proxy asks for the body).
 MAX_AHEAD = 256 * 1024

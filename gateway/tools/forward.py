@@ -1,20 +1,32 @@
-"""Forward traffic as a use case: every decision the proxy port's adapter asks for, free of
-any transport. A plain `http://` request (its line, headers and body prefix), a CONNECT
-(the gateway configuration's `proxy.connect_ports` applied by the engine, so report mode and
-explain see it), a response head (`proxy_limits`), and, after a reload, whether a live tunnel
-or keep-alive connection may stay open. The adapter (`server/proxy/`) parses, asks here,
-relays bytes, and writes the records `tools/records.py` builds.
+"""Forward traffic as a use case: every decision the proxy port's adapter asks for, and the
+dialling that goes with an allowed one. A plain `http://` request (its line, headers and body
+prefix), a CONNECT (the gateway configuration's `proxy.connect_ports` applied by the engine,
+so report mode and explain see it), a response head (`proxy_limits`), a tunnel's first bytes
+(`proxy.require_tls`), and, after a reload, whether a live tunnel or keep-alive connection
+may stay open.
+
+The adapter (`server/proxy/`) holds a `ForwardTraffic` (built by the composition root), one
+`ProxyCall` per request and the `Verdict`s it gets back: it parses, asks here, relays bytes
+over the connections this module opens (`fetch.upstream`'s pool, `fetch.tunnel`), and writes
+the records built here through `tools/records.py`. It never names a policy type or `fetch`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
-from collections.abc import Collection, Iterable
+import time
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
 
-from gateway.errors import ResponseTooLargeError
+from gateway.errors import PolicyDeniedError, ResponseTooLargeError
+from gateway.fetch.client import ACCEPT, Fetcher
+from gateway.fetch.tunnel import open_tunnel
+from gateway.fetch.upstream import UpstreamConnection, UpstreamPool, request_head
 from gateway.policy.dlp import UNTRUSTED_HOST, DlpMode
 from gateway.policy.engine import (
     Decision,
+    Reason,
     decide_address,
     decide_proxied_content_type,
     decide_target,
@@ -26,6 +38,7 @@ from gateway.policy.engine import (
 from gateway.policy.hints import refusal_text
 from gateway.policy.model import IPNetwork, Policy
 from gateway.policy.urls import InvalidURLError, Target, parse_url
+from gateway.tools.records import new_event_id, proxy_record, tunnel_close_record
 from gateway.tools.sightings import HostSightings
 
 MAX_RESPONSE_BYTES_RULE = "proxy_limits.max_response_bytes"
@@ -162,3 +175,312 @@ def still_allowed(
         address = ipaddress.ip_address(ip)
         decision = decide_address(policy, address, target.port, own_addresses=own_addresses)
     return decision.allowed
+
+
+# --- the use case as the adapter holds it ----------------------------------------------
+
+
+class Verdict:
+    """One answer of the use case on a proxied request or tunnel (its URL or CONNECT, its
+    body, its response head, its first tunnel bytes), as the adapter uses it: whether it may
+    go on and, when not, what the refusal says. The policy's decision and the parsed target
+    travel inside, for the records; the adapter never reads them."""
+
+    __slots__ = ("policy", "decision", "target")
+
+    def __init__(self, policy: Policy, decision: Decision, target: Target | None) -> None:
+        self.policy = policy
+        self.decision = decision
+        self.target = target
+
+    @property
+    def allowed(self) -> bool:
+        return self.decision.allowed
+
+    @property
+    def status(self) -> int:
+        """The refusal's status: 400 for a URL that does not parse, else 403."""
+        return 400 if self.decision.reason is Reason.INVALID_URL else 403
+
+    @property
+    def code(self) -> str:
+        return str(self.decision.reason)
+
+    @property
+    def rule(self) -> str | None:
+        return self.decision.rule
+
+    @property
+    def message(self) -> str:
+        return refusal_message(self.decision)
+
+    @property
+    def host(self) -> str:
+        assert self.target is not None
+        return self.target.host
+
+    @property
+    def byte_cap(self) -> int | None:
+        """`proxy_limits.max_response_bytes`: the most body bytes relayed (None: no cap)."""
+        return response_byte_cap(self.policy)
+
+    def too_large(self, length: int | None = None) -> ResponseTooLargeError:
+        return too_large(self.policy, length)
+
+    def refused(self, decision: Decision) -> Verdict:
+        """The same request, refused by `decision` (an address check while dialling)."""
+        return Verdict(self.policy, decision, self.target)
+
+    def same_authority(self, host_header: str, request_target: str) -> bool:
+        assert self.target is not None
+        return same_authority(host_header, self.target, request_target)
+
+    def destination(self, ip: str | None) -> dict[str, Any] | None:
+        """The record's `destination`: the target's host and port, and the address dialled."""
+        if self.target is None:
+            return None
+        return {"domain": self.target.host, "ip": ip, "port": self.target.port}
+
+    def tunnel_start(
+        self, *, not_tls: str | None = None, server_name: str | None = None
+    ) -> Verdict:
+        """`proxy.require_tls` on a tunnel's first bytes (decide_tunnel_start_bytes)."""
+        decision = decide_tunnel_start_bytes(
+            self.policy, self.host, not_tls=not_tls, server_name=server_name
+        )
+        return Verdict(self.policy, decision, self.target)
+
+
+class Refused(Exception):
+    """Dialling refused the request (an address of the answer, or one the socket checked)."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.code)
+        self.verdict = verdict
+
+
+class ProxyCall:
+    """One request on the proxy port as the use case sees it: who asks, under which policy,
+    what the policy allowed; its records are built here, through `tools/records.py`."""
+
+    __slots__ = (
+        "event_id",
+        "started",
+        "action",
+        "source",
+        "url",
+        "method",
+        "client_id",
+        "policy",
+        "allowed",
+    )
+
+    def __init__(self, *, source: tuple[str, int] | None, url: str, method: str) -> None:
+        self.event_id = new_event_id()
+        self.started = time.monotonic()
+        self.action = "proxy_connect" if method == "CONNECT" else "proxy_http"
+        self.source = source
+        self.url = url
+        self.method = method
+        self.client_id: str | None = None
+        self.policy: Policy | None = None
+        # What the policy allowed, until a record names it: a request abandoned in between
+        # (its client went away) is still recorded with it.
+        self.allowed: Verdict | None = None
+
+    def record(self, verdict: Verdict | None = None, **fields: Any) -> dict[str, Any]:
+        """A `proxy_http` or `proxy_connect` record of this request, with `verdict`'s
+        decision (None: no rule decided) and what DLP reported on the allowed request."""
+        record = proxy_record(
+            self.action,
+            event_id=self.event_id,
+            duration_ms=int((time.monotonic() - self.started) * 1000),
+            client_id=self.client_id,
+            policy=self.policy,
+            decision=None if verdict is None else verdict.decision,
+            source=self.source,
+            url=self.url,
+            method=self.method,
+            request_id=self.event_id,
+            **fields,
+        )
+        allowed = self.allowed
+        if "dlp" not in record and allowed is not None and allowed.decision.dlp is not None:
+            # What DLP reported stays on the record of a request that then failed.
+            record["dlp"] = allowed.decision.dlp.to_record()
+        return record
+
+    def tunnel_close(
+        self,
+        verdict: Verdict,
+        *,
+        end: str,
+        duration_ms: int,
+        bytes_up: int,
+        bytes_down: int,
+        ip: str,
+        tls: Verdict | None = None,
+    ) -> dict[str, Any]:
+        """The `tunnel_close` record of this CONNECT's tunnel (`tls`: a refused start)."""
+        return tunnel_close_record(
+            event_id=self.event_id,
+            client_id=self.client_id,
+            policy=verdict.policy,
+            end=end,
+            duration_ms=duration_ms,
+            bytes_up=bytes_up,
+            bytes_down=bytes_down,
+            destination=verdict.destination(ip) or {},
+            tls_decision=None if tls is None else tls.decision,
+        )
+
+
+class ForwardTraffic:
+    """The use case the composition root hands the proxy adapter: every decision, and the
+    dialling that goes with an allowed one (the upstream pool for plain HTTP, a checked
+    connection for a tunnel), so the adapter names neither a policy type nor `fetch`."""
+
+    def __init__(self, *, fetcher: Fetcher, sightings: HostSightings) -> None:
+        self.fetcher = fetcher
+        self.sightings = sightings
+        self.pool = UpstreamPool(
+            static_hosts=lambda: fetcher.static_hosts,
+            own_addresses=lambda: fetcher.own_addresses,
+        )
+
+    async def request(self, call: ProxyCall, headers: Iterable[tuple[str, str]]) -> Verdict:
+        """An absolute-form request (its line and end-to-end headers), provenance included."""
+        policy = call.policy
+        assert policy is not None
+        decision, target = decide_request(policy, call.url, call.method, headers)
+        if target is not None:
+            decision = await self._provenance(call, decision, target, call.url)
+        return Verdict(policy, decision, target)
+
+    def body(self, verdict: Verdict, body: bytes) -> Verdict:
+        """Its body's prefix, before a byte leaves; `verdict` itself when nothing changed."""
+        judged = decide_body(verdict.policy, verdict.decision, body)
+        return verdict if judged is verdict.decision else verdict.refused(judged)
+
+    async def send(
+        self,
+        verdict: Verdict,
+        method: str,
+        headers: Iterable[tuple[str, str]],
+        body: bytes | None,
+    ) -> UpstreamConnection:
+        """The request to its upstream through the pool; the connection once the response
+        head is read (`.head`, `.ip`), to `pipe` and `release`. Raises Refused or another
+        GatewayError."""
+        target = verdict.target
+        assert target is not None
+        request = request_head(
+            method,
+            target,
+            upstream_headers(headers, self.fetcher.user_agent),
+            None if body is None else len(body),
+        )
+        if body:
+            request += body
+        try:
+            return await self.pool.exchange(verdict.policy, target, method, request)
+        except PolicyDeniedError as exc:
+            raise Refused(verdict.refused(exc.decision)) from None
+
+    def response(self, verdict: Verdict, headers: Iterable[tuple[bytes, bytes]]) -> Verdict:
+        """A response head with a body, under `proxy_limits.content_types`; `verdict`
+        itself when the policy judges no type."""
+        if verdict.policy.proxy_limits.content_types is None:
+            return verdict
+        judged = decide_response_head(verdict.policy, _content_type(headers))
+        if judged.allowed and judged.reason is None:
+            return verdict
+        return verdict.refused(judged)
+
+    async def connect(self, call: ProxyCall, connect_ports: Collection[int]) -> Verdict | None:
+        """A CONNECT (None: its authority is not host:port), provenance included."""
+        policy = call.policy
+        assert policy is not None
+        target = connect_target(call.url)
+        if target is None:
+            return None
+        decision = decide_connect(policy, target, call.url, connect_ports)
+        decision = await self._provenance(call, decision, target, None)
+        return Verdict(policy, decision, target)
+
+    async def open(
+        self, verdict: Verdict, protocol_factory: Callable[[], asyncio.Protocol]
+    ) -> tuple[asyncio.Transport, str]:
+        """The tunnel's upstream connection, to a checked address: its transport and that
+        address. Raises Refused or another GatewayError."""
+        target = verdict.target
+        assert target is not None
+        try:
+            opened = await open_tunnel(
+                verdict.policy,
+                target,
+                protocol_factory,
+                static_hosts=self.fetcher.static_hosts,
+                own_addresses=self.fetcher.own_addresses,
+            )
+        except PolicyDeniedError as exc:
+            raise Refused(verdict.refused(exc.decision)) from None
+        return opened.transport, str(opened.ip)
+
+    def still_open(
+        self,
+        policy: Policy,
+        verdict: Verdict,
+        ip: str | None,
+        connect_ports: Collection[int] | None = None,
+    ) -> bool:
+        """After a reload: whether what `verdict` allowed (a tunnel when `connect_ports` is
+        given, else a keep-alive connection), connected to `ip`, stays open under `policy`."""
+        assert verdict.target is not None
+        return still_allowed(
+            policy,
+            verdict.target,
+            ip,
+            own_addresses=self.fetcher.own_addresses,
+            connect_ports=connect_ports,
+        )
+
+    def close(self) -> None:
+        """Close the idle upstream connections; none is kept after this."""
+        self.pool.close()
+
+    async def _provenance(
+        self, call: ProxyCall, decision: Decision, target: Target, sent: str | None
+    ) -> Decision:
+        assert call.policy is not None
+        return await check_provenance(
+            call.policy, self.sightings, call.client_id or "anonymous", decision, target, sent
+        )
+
+
+def upstream_headers(headers: Iterable[tuple[str, str]], user_agent: str) -> list[tuple[str, str]]:
+    """The end-to-end headers for the upstream, repeated names joined (RFC 9110 5.3), with
+    the gateway's User-Agent and Accept where the client sent none."""
+    merged: dict[str, tuple[str, str]] = {}  # by lower-case name: (name as first sent, value)
+    for name, value in headers:
+        lower = name.lower()
+        if lower in merged:
+            first, joined = merged[lower]
+            merged[lower] = (first, joined + ("; " if lower == "cookie" else ", ") + value)
+        else:
+            merged[lower] = (name, value)
+    out = list(merged.values())
+    if "accept-encoding" not in merged:
+        out.append(("Accept-Encoding", "identity"))  # the gateway must not add a coding
+    if "accept" not in merged:
+        out.insert(0, ("Accept", ACCEPT))
+    if "user-agent" not in merged:
+        out.insert(0, ("User-Agent", user_agent))
+    return out
+
+
+def _content_type(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    for name, value in headers:
+        if len(name) == 12 and name.lower() == b"content-type":
+            return value.decode("latin-1")
+    return None

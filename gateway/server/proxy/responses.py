@@ -9,8 +9,8 @@ import contextlib
 import functools
 from typing import Any
 
-from gateway.fetch.http1 import has_body
 from gateway.server.proxy.request import RequestHead
+from gateway.wire.http1 import has_body
 
 # Response headers that describe one hop, never forwarded (RFC 9110 7.6.1).
 RESPONSE_HOP_BY_HOP = frozenset(

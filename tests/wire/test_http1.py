@@ -1,7 +1,7 @@
 """One set of HTTP/1 limits for both response readers: each limit at its edge and one past
 it, sent by a scripted upstream all at once and byte by byte, read through the WebFetch
 client and through the forward proxy, with one outcome for all four; and the reader itself
-(`fetch.http1`) giving the same answer however a response is split."""
+(`wire.http1`) giving the same answer however a response is split."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import UpstreamError
-from gateway.fetch import http1
 from gateway.fetch.client import Fetcher, FetchOptions
-from gateway.fetch.http1 import BadResponseError, ChunkedBody, ResponseFraming
 from gateway.fetch.resolver import parse_static_hosts
 from gateway.policy.engine import decide_url
 from gateway.policy.model import Limits, Timeouts
+from gateway.wire import http1
+from gateway.wire.http1 import BadResponseError, ChunkedBody, ResponseFraming
 from tests.policy.conftest import make_policy
 from tests.server.proxy.env import start_env
 from tests.upstream import ScriptedUpstream
