@@ -647,6 +647,9 @@ def main() -> None:
         help="afterwards, py-spy each single-process gateway under c=64 load",
     )
     parser.add_argument(
+        "--profile-out", metavar="DIR", help="keep py-spy's raw samples (one file per load) here"
+    )
+    parser.add_argument(
         "--profile-size",
         choices=sorted(PAGES),
         default="100k",
@@ -846,6 +849,8 @@ def profile(load: Load, target: Target, nginx_port: int, args: Any, folder: Path
         if not out.exists():
             print(f"py-spy wrote nothing: {err.decode(errors='replace')[-500:]}")
             continue
+        if args.profile_out:
+            shutil.copy(out, Path(args.profile_out) / out.name)
         inclusive, own, total = profile_counts(out)
         print(f"\nprofile of {target.name}, {kind} load: {total} samples (GIL held)")
         print("  inclusive (gateway code):")

@@ -353,7 +353,7 @@ class ForwardTraffic:
         policy = call.policy
         assert policy is not None
         decision, target = decide_request(policy, call.url, call.method, headers)
-        if target is not None:
+        if target is not None and _watches_provenance(policy):
             decision = await self._provenance(call, decision, target, call.url)
         return Verdict(policy, decision, target)
 
@@ -405,7 +405,8 @@ class ForwardTraffic:
         if target is None:
             return None
         decision = decide_connect(policy, target, call.url, connect_ports)
-        decision = await self._provenance(call, decision, target, None)
+        if _watches_provenance(policy):
+            decision = await self._provenance(call, decision, target, None)
         return Verdict(policy, decision, target)
 
     async def open(
@@ -456,6 +457,11 @@ class ForwardTraffic:
         return await check_provenance(
             call.policy, self.sightings, call.client_id or "anonymous", decision, target, sent
         )
+
+
+def _watches_provenance(policy: Policy) -> bool:
+    """Whether `check_provenance` has anything to do under `policy` (dlp.untrusted_hosts)."""
+    return policy.dlp.active and policy.dlp.untrusted_hosts is not DlpMode.OFF
 
 
 def upstream_headers(headers: Iterable[tuple[str, str]], user_agent: str) -> list[tuple[str, str]]:

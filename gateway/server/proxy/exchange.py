@@ -189,7 +189,8 @@ class Exchange:
             else:
                 message = "the request target is not an absolute http:// URL"
             return self.fail(400, "bad_request", message, True)
-        verdict = await self.proxy.traffic.request(self.call, head.forwarded_headers())
+        headers = head.forwarded_headers()  # the end-to-end headers, judged and then sent
+        verdict = await self.proxy.traffic.request(self.call, headers)
         if not verdict.allowed:
             return self.deny(verdict)
         self.call.allowed = verdict
@@ -205,17 +206,17 @@ class Exchange:
                 False,
             )
         if self.client is None:  # no clients configured: no limits, no lease to hand back
-            return await self._forward(verdict)
+            return await self._forward(verdict, headers)
         try:
             lease = await self.proxy.acquire(self.client)
         except (RateLimitedError, UnavailableError) as exc:
             return self.gateway_error(exc)
         try:
-            return await self._forward(verdict)
+            return await self._forward(verdict, headers)
         finally:
             await lease.release()
 
-    async def _forward(self, verdict: Verdict) -> bool:
+    async def _forward(self, verdict: Verdict, headers: list[tuple[str, str]]) -> bool:
         head, conn, proxy = self.head, self.conn, self.proxy
         body = None
         if head.has_body:
@@ -239,7 +240,7 @@ class Exchange:
             watch = conn.watch = IdleWatch(proxy.loop, proxy.proxy_config.tunnel_idle_timeout)
         watch.start()
         try:
-            return await self._relay(verdict, body, watch)
+            return await self._relay(verdict, headers, body, watch)
         except asyncio.CancelledError:
             if not watch.fired:
                 raise
@@ -257,12 +258,16 @@ class Exchange:
         finally:
             watch.stop()
 
-    async def _relay(self, verdict: Verdict, body: bytes | None, watch: IdleWatch) -> bool:
+    async def _relay(
+        self,
+        verdict: Verdict,
+        headers: list[tuple[str, str]],
+        body: bytes | None,
+        watch: IdleWatch,
+    ) -> bool:
         head, conn, proxy = self.head, self.conn, self.proxy
         try:
-            upstream = await proxy.traffic.send(
-                verdict, head.method, head.forwarded_headers(), body
-            )
+            upstream = await proxy.traffic.send(verdict, head.method, headers, body)
         except Refused as exc:
             return self.deny(exc.verdict)
         except GatewayError as exc:
@@ -272,9 +277,7 @@ class Exchange:
             response = upstream.head
             assert response is not None
             conn.last_destination = (verdict, upstream.ip)
-            out, keep_alive, chunked, length = response_head(
-                response.status, response.reason.decode("latin-1"), response.headers, head
-            )
+            out, keep_alive, chunked, length = response_head(response, head)
             has = has_body(head.method, response.status)
             cap = verdict.byte_cap
             if has:
