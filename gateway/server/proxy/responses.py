@@ -5,7 +5,6 @@ client. Pure: no sockets, no asyncio, no audit.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 
 from gateway.server.proxy.request import RequestHead
@@ -82,8 +81,7 @@ def response_head(
         if action == _DROP or (named and lower in named):
             continue
         if action == _LENGTH:
-            with contextlib.suppress(ValueError):
-                length = int(value)
+            length = int(value)  # the strict reader took one, of decimal digits only
         append(name)
         append(b": ")
         append(value)
