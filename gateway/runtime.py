@@ -40,7 +40,7 @@ from gateway.search.providers import ADAPTERS
 from gateway.state.wiring import connect_shared_state
 from gateway.tools.envelope import now_iso
 from gateway.tools.extraction import ExtractionPool
-from gateway.tools.forward import ForwardTraffic
+from gateway.tools.forward_traffic import ForwardTraffic
 from gateway.tools.registry import ToolRegistry
 from gateway.tools.research import ResearchTool
 from gateway.tools.research import tool_spec as research_spec

@@ -16,7 +16,8 @@ from gateway.limits import Lease
 from gateway.runtime import ClientIdentity, Services
 from gateway.server.proxy.request import RequestHead
 from gateway.server.proxy.watch import IdleWatch
-from gateway.tools.forward import ForwardTraffic, Verdict
+from gateway.tools.forward import Verdict
+from gateway.tools.forward_traffic import ForwardTraffic
 
 
 class TunnelRelay(Protocol):
