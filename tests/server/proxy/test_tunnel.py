@@ -456,7 +456,7 @@ async def test_a_client_that_resets_while_its_tunnel_opens_leaves_a_record(
 ) -> None:
     """The policy allowed the CONNECT; the client went away before the upstream connection
     was open: the decision is on record (allow, `client_error`), with no 200 and no tunnel."""
-    from gateway.tools import forward
+    from gateway.tools import forward_traffic as forward
 
     real_open = forward.open_tunnel
 
@@ -649,7 +649,7 @@ async def test_an_upstream_that_speaks_first_is_heard(
     when it arrived before the tunnel started (`late`: the hand-over waits a moment)."""
     banner = b"220 upstream ready\r\n"
     if handover == "late":
-        from gateway.tools import forward
+        from gateway.tools import forward_traffic as forward
 
         real_open = forward.open_tunnel
 
