@@ -21,20 +21,18 @@ MAX_GZIP_MEMBERS = 64  # gzip members concatenated in one body (decoded by WebFe
 # Bytes after the end a response declared (Content-Length, the last chunk) are not read as
 # anything: the response ends where it said, and its connection is never used again.
 
+_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_VALUE = rb"[^\x00-\x08\x0a-\x1f\x7f]*"  # no control character but HTAB: no CR, no LF
 # Status codes 100-599 (RFC 9110 15: others are invalid).
-_STATUS = re.compile(rb"HTTP/1\.([01]) ([1-5][0-9]{2})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?\Z")
-FIELD = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\x00-\x08\x0a-\x1f\x7f]*)\Z")
+_STATUS = re.compile(rb"HTTP/1\.([01]) ([1-5][0-9]{2})(?: (%b))?\Z" % _VALUE)
+FIELD = re.compile(rb"(%b):(%b)\Z" % (_TOKEN, _VALUE))
 # Every field line of a head at once, each as FIELD reads it (a value holds no CR or LF, so
 # each line ends at its CRLF): one match per head instead of one per line.
-_FIELDS = re.compile(
-    rb"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\x00-\x08\x0a-\x1f\x7f]*\r\n)*"
-    rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\x00-\x08\x0a-\x1f\x7f]*\Z"
-)
+_FIELDS = re.compile(rb"(?:%b:%b\r\n)*%b:%b\Z" % (_TOKEN, _VALUE, _TOKEN, _VALUE))
 _DIGITS = re.compile(rb"[0-9]{1,18}\Z")
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,15}\Z")
 # Chunk extensions as RFC 9112 7.1.1 writes them, without the optional white space and with
 # ASCII quoted strings: what aiohttp's parser (llhttp) and this reader both accept.
-_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
 _QUOTED = rb'"(?:[\t \x21\x23-\x5b\x5d-\x7e]|\\[\t \x21-\x7e])*"'
 _EXTENSION = re.compile(rb"(?:;%b(?:=(?:%b|%b))?)*\Z" % (_TOKEN, _TOKEN, _QUOTED))
 # A line break that is not CRLF: refused wherever it stands, as soon as it is seen.
