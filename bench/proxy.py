@@ -955,12 +955,17 @@ def report(
             )
     if "gateway-base" in results:
         for key, label in (
-            ("rps_c1", "c=1 req/s"),
-            ("rps_c64", "c=64 req/s"),
+            ("rps_c1", "100 KB c=1 req/s"),
+            ("rps_c64", "100 KB c=64 req/s"),
             ("connect_mbps", "CONNECT MB/s"),
-            ("cpu_c64", "CPU ms/req"),
+            ("cpu_c64", "100 KB CPU ms/req"),
             ("cpu_connect", "CPU ms/MB"),
+            ("rps_1k_c1", "1 KB c=1 req/s"),
+            ("rps_1k_c64", "1 KB c=64 req/s"),
+            ("cpu_1k_c64", "1 KB CPU ms/req"),
         ):
+            if key not in results["gateway-base"]:
+                continue
             ratio = med("gateway", key) / med("gateway-base", key)
             print(f"gateway / gateway-base, {label}: {ratio:.2f}x")
     print("\n".join(checks))
