@@ -1,5 +1,6 @@
-"""The forward proxy against its peers: absolute-form GET of a ~100 KB page at concurrency 1
-and 64, CONNECT throughput with 1 MB bodies, and memory per idle keep-alive connection.
+"""The forward proxy against its peers: absolute-form GET of a 1 KB and a ~100 KB page at
+concurrency 1 and 64, CONNECT throughput with 1 MB bodies, and memory per idle keep-alive
+connection.
 
 Targets, in the same run, interleaved, order rotated each round, medians of the rounds:
 nginx directly; the gateway's proxy (`gateway serve --proxy-port`, policy and audit on);
@@ -12,9 +13,9 @@ asyncio client in its own process (wrk is not needed). Also `gateway-w2`, the ga
 gateway of another checkout (e.g. `git worktree add --detach ../base <commit>`) as
 `gateway-base`, for a before/after in one run. Every cell also reads the target's CPU.
 
-    .venv/bin/python bench/proxy.py [--rounds 3] [--requests 3000] [--idle 1000] [--quick]
-        [--baseline CHECKOUT] [--workers 2] [--only NAME ...] [--no-idle] [--connect-only]
-        [--profile]
+    .venv/bin/python bench/proxy.py [--rounds 3] [--requests 3000 | --duration 5]
+        [--sizes 1k 100k] [--idle 1000] [--quick] [--baseline CHECKOUT] [--workers 2]
+        [--only NAME ...] [--no-idle] [--connect-only] [--profile [--profile-size 1k]]
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ HOST = "bench.example.com"
 CURL = shutil.which("curl")  # the CONNECT load, as measured in the research note
 PAGE = 100 * 1024
 BIG = 1024 * 1024
+# The absolute-form cells' pages: a small one (an API call, a package index entry) and a page.
+PAGES = {"1k": ("/1k.html", "1 KB"), "100k": ("/100k.html", "100 KB")}
 HINT_DEBIAN = "apt-get install -y nginx-light squid tinyproxy"
 HINT_PROXYPY = "pip install -e '.[bench]' (or set PROXYPY to a proxy.py `proxy` script)"
 
@@ -128,13 +131,21 @@ async def _http_load(cmd: dict[str, Any]) -> dict[str, Any]:
     request = cmd["request"].encode("latin-1")
     latencies: list[float] = []
     failures = 0
-    remaining = [cmd["requests"] + cmd["warmup"]]
+    # `duration`: the cell runs that many seconds after its warmup requests, however many
+    # requests that takes; else exactly `requests` after them.
+    duration = cmd.get("duration")
+    remaining = [cmd["warmup"] + (cmd["requests"] if duration is None else 1 << 62)]
+    deadline = [float("inf")]
+    sent = [0]
 
     async def worker() -> None:
         nonlocal failures
         client: _Client | None = None
-        while remaining[0] > 0:
+        while remaining[0] > 0 and time.perf_counter() < deadline[0]:
             remaining[0] -= 1
+            sent[0] += 1
+            if duration is not None and sent[0] == cmd["warmup"] + 1:
+                deadline[0] = time.perf_counter() + duration
             started = time.perf_counter()
             ok = False
             for _attempt in (1, 2):  # a server that closes after each response (tinyproxy)
@@ -145,7 +156,8 @@ async def _http_load(cmd: dict[str, Any]) -> dict[str, Any]:
                     break
                 except (ConnectionError, OSError):
                     client = None
-            if remaining[0] < cmd["requests"]:
+            timed = deadline[0] != float("inf") if duration else remaining[0] < cmd["requests"]
+            if timed:
                 latencies.append((time.perf_counter() - started) * 1000)
                 failures += 0 if ok else 1
         if client is not None and client.transport is not None:
@@ -154,7 +166,9 @@ async def _http_load(cmd: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(cmd["concurrency"])))
     seconds = time.perf_counter() - started
-    return {"latencies": latencies, "failures": failures, "seconds": seconds}
+    if duration is not None and deadline[0] != float("inf"):
+        seconds = time.perf_counter() - (deadline[0] - duration)  # the timed part only
+    return {"latencies": latencies, "failures": failures, "seconds": seconds, "sent": sent[0]}
 
 
 async def _tunnel_load(cmd: dict[str, Any]) -> dict[str, Any]:
@@ -598,6 +612,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument(
+        "--duration",
+        type=float,
+        metavar="SECONDS",
+        default=float(os.environ.get("DURATION", 0) or 0),
+        help="run each absolute-form cell this long instead of --requests (env DURATION)",
+    )
+    parser.add_argument(
+        "--sizes",
+        nargs="+",
+        choices=sorted(PAGES),
+        default=["1k", "100k"],
+        help="the absolute-form pages measured (default both)",
+    )
     parser.add_argument("--tunnel-requests", type=int, default=100)
     parser.add_argument("--idle", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="tiny run (tests, smoke)")
@@ -618,11 +646,21 @@ def main() -> None:
         action="store_true",
         help="afterwards, py-spy each single-process gateway under c=64 load",
     )
+    parser.add_argument(
+        "--profile-out", metavar="DIR", help="keep py-spy's raw samples (one file per load) here"
+    )
+    parser.add_argument(
+        "--profile-size",
+        choices=sorted(PAGES),
+        default="100k",
+        help="the page of the profile's absolute-form load",
+    )
     parser.add_argument("--no-idle", action="store_true", help="skip the idle-memory cells")
     parser.add_argument("--connect-only", action="store_true", help="only the CONNECT cells")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.requests, args.tunnel_requests, args.idle = 1, 100, 5, 50
+        args.duration = 0
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not os.access(nginx, os.X_OK):
         sys.exit(f"nginx not found: {HINT_DEBIAN}")
@@ -675,30 +713,9 @@ def run_rounds(
         for target in rotated(targets, round_index):
             cells = results.setdefault(target.name, {})
             if target.http and not args.connect_only:
-                for concurrency in (1, 64):
-                    cpu_before = tree_cpu_seconds(target.pid)
-                    answer = load.ask(
-                        {
-                            "kind": "http",
-                            "port": target.port,
-                            "request": request_for(target, nginx_port, "/100k.html"),
-                            "concurrency": concurrency,
-                            "requests": args.requests,
-                            "warmup": max(concurrency, 20),
-                        }
-                    )
-                    cpu = tree_cpu_seconds(target.pid) - cpu_before
-                    sent = args.requests + max(concurrency, 20)
-                    cells.setdefault(f"cpu_c{concurrency}", []).append(1000 * cpu / sent)
-                    rps = len(answer["latencies"]) / answer["seconds"]
-                    cells.setdefault(f"rps_c{concurrency}", []).append(rps)
-                    cells.setdefault(f"p50_c{concurrency}", []).append(
-                        percentile(answer["latencies"], 50)
-                    )
-                    cells.setdefault(f"p99_c{concurrency}", []).append(
-                        percentile(answer["latencies"], 99)
-                    )
-                    cells.setdefault(f"fail_c{concurrency}", []).append(answer["failures"])
+                for size in args.sizes:
+                    for concurrency in (1, 64):
+                        http_cell(load, target, nginx_port, args, cells, size, concurrency)
             if target.tunnels:
                 connect_to = f"{target.host}:{nginx_port}"
                 cpu_before = tree_cpu_seconds(target.pid)
@@ -730,6 +747,42 @@ def run_rounds(
                 cells.setdefault("cpu_connect", []).append(1000 * cpu / moved)
             print(f"round {round_index + 1}: {target.name} done", file=sys.stderr, flush=True)
     return results
+
+
+def http_cell(
+    load: Load,
+    target: Target,
+    nginx_port: int,
+    args: Any,
+    cells: dict[str, list[float]],
+    size: str,
+    concurrency: int,
+) -> None:
+    """One absolute-form cell: the `size` page at `concurrency`, with the target's CPU. The
+    100 KB cells keep their old keys (`rps_c64`), the others carry their size (`rps_1k_c64`)."""
+    cpu_before = tree_cpu_seconds(target.pid)
+    warmup = max(concurrency, 20)
+    command: dict[str, Any] = {
+        "kind": "http",
+        "port": target.port,
+        "request": request_for(target, nginx_port, PAGES[size][0]),
+        "concurrency": concurrency,
+        "requests": args.requests,
+        "warmup": warmup,
+    }
+    if args.duration:
+        command["duration"] = args.duration
+    answer = load.ask(command)
+    cpu = tree_cpu_seconds(target.pid) - cpu_before
+    key = "" if size == "100k" else f"{size}_"
+    cells.setdefault(f"cpu_{key}c{concurrency}", []).append(1000 * cpu / answer["sent"])
+    rps = len(answer["latencies"]) / answer["seconds"]
+    cells.setdefault(f"rps_{key}c{concurrency}", []).append(rps)
+    for q in (50, 99):
+        cells.setdefault(f"p{q}_{key}c{concurrency}", []).append(
+            percentile(answer["latencies"], q)
+        )
+    cells.setdefault(f"fail_{key}c{concurrency}", []).append(answer["failures"])
 
 
 def measure_idle(
@@ -774,7 +827,7 @@ def profile(load: Load, target: Target, nginx_port: int, args: Any, folder: Path
                 {
                     "kind": "http",
                     "port": target.port,
-                    "request": request_for(target, nginx_port, "/100k.html"),
+                    "request": request_for(target, nginx_port, PAGES[args.profile_size][0]),
                     "concurrency": 64,
                     "requests": args.requests * 2,
                     "warmup": 64,
@@ -796,6 +849,8 @@ def profile(load: Load, target: Target, nginx_port: int, args: Any, folder: Path
         if not out.exists():
             print(f"py-spy wrote nothing: {err.decode(errors='replace')[-500:]}")
             continue
+        if args.profile_out:
+            shutil.copy(out, Path(args.profile_out) / out.name)
         inclusive, own, total = profile_counts(out)
         print(f"\nprofile of {target.name}, {kind} load: {total} samples (GIL held)")
         print("  inclusive (gateway code):")
@@ -812,8 +867,9 @@ def report(
     skipped: list[str],
     args: Any,
 ) -> None:
+    per_cell = f"{args.duration:g} s" if args.duration else f"{args.requests} requests"
     print(
-        f"\nforward proxy, 100 KB page, medians of {args.rounds} interleaved rounds, {args.requests} requests per cell"
+        f"\nforward proxy, 100 KB page, medians of {args.rounds} interleaved rounds, {per_cell} per cell"
     )
     print(
         f"{'target':<16} {'c=1 req/s':>10} {'p50 ms':>7} {'c=64 req/s':>11} {'p99 ms':>7}"
@@ -845,6 +901,9 @@ def report(
                 f" {median(cells['tunnel_p50']):.2f} ms, p99 {median(cells['tunnel_p99']):.2f} ms;"
                 f" {median(cells['connect_mbps_mean']):.0f} MB/s over all transfers"
             )
+    for size in args.sizes:
+        if size != "100k":
+            small_table(results, size, args.rounds, per_cell)
     for name, (_kb, held) in idle.items():
         if held < args.idle:
             print(f"note: {name} kept only {held} of {args.idle} idle connections open")
@@ -868,14 +927,15 @@ def report(
         for peer in ("squid", "tinyproxy"):
             if peer in results:
                 verdict(
-                    f"c=64 ahead of {peer} ({g64:.0f} vs {med(peer, 'rps_c64'):.0f} req/s)",
+                    f"100 KB c=64 ahead of {peer} ({g64:.0f} vs {med(peer, 'rps_c64'):.0f} req/s)",
                     g64 > med(peer, "rps_c64"),
                 )
         if "aiohttp-relay" in results:
             ref = med("aiohttp-relay", "rps_c64")
-            verdict(f"c=64 >= 0.9x the bare aiohttp relay ({g64 / ref:.2f}x)", g64 >= 0.9 * ref)
+            verdict(f"100 KB c=64 >= 0.9x the bare aiohttp relay ({g64 / ref:.2f}x)", g64 >= 0.9 * ref)
             by_cpu = med("aiohttp-relay", "cpu_c64") / med("gateway", "cpu_c64")
             print(f"by CPU per request, the gateway does {by_cpu:.2f}x the bare relay's req/s")
+    small_verdicts(results, args.sizes, verdict, med)
     if "connect_mbps" in gateway and "connect_mbps" in results.get("squid", {}):
         ratio = med("gateway", "connect_mbps") / med("squid", "connect_mbps")
         verdict(f"CONNECT >= 1.5x squid's MB/s ({ratio:.2f}x)", ratio >= 1.5)
@@ -889,21 +949,86 @@ def report(
         if workers is not None and "rps_c64" in results.get("proxy.py", {}):
             w64 = med(workers, "rps_c64")
             verdict(
-                f"{workers} c=64 ahead of proxy.py ({w64:.0f} vs {med('proxy.py', 'rps_c64'):.0f}"
+                f"{workers} 100 KB c=64 ahead of proxy.py ({w64:.0f} vs {med('proxy.py', 'rps_c64'):.0f}"
                 " req/s)",
                 w64 > med("proxy.py", "rps_c64"),
             )
     if "gateway-base" in results:
         for key, label in (
-            ("rps_c1", "c=1 req/s"),
-            ("rps_c64", "c=64 req/s"),
+            ("rps_c1", "100 KB c=1 req/s"),
+            ("rps_c64", "100 KB c=64 req/s"),
             ("connect_mbps", "CONNECT MB/s"),
-            ("cpu_c64", "CPU ms/req"),
+            ("cpu_c64", "100 KB CPU ms/req"),
             ("cpu_connect", "CPU ms/MB"),
+            ("rps_1k_c1", "1 KB c=1 req/s"),
+            ("rps_1k_c64", "1 KB c=64 req/s"),
+            ("cpu_1k_c64", "1 KB CPU ms/req"),
         ):
+            if key not in results["gateway-base"]:
+                continue
             ratio = med("gateway", key) / med("gateway-base", key)
             print(f"gateway / gateway-base, {label}: {ratio:.2f}x")
     print("\n".join(checks))
+
+
+def small_table(
+    results: dict[str, dict[str, list[float]]], size: str, rounds: int, per_cell: str
+) -> None:
+    """The absolute-form cells of a page other than the 100 KB one (no CONNECT, no idle)."""
+    print(
+        f"\nforward proxy, {PAGES[size][1]} page, medians of {rounds} interleaved rounds,"
+        f" {per_cell} per cell"
+    )
+    print(
+        f"{'target':<16} {'c=1 req/s':>10} {'p50 ms':>7} {'c=64 req/s':>11} {'p99 ms':>7}"
+        f" {'CPU ms/req':>10} {'fail':>5}"
+    )
+    for name, cells in results.items():
+        if f"rps_{size}_c64" not in cells:
+            continue
+
+        def cell(key: str, fmt: str = "{:.0f}", cells: dict[str, list[float]] = cells) -> str:
+            key = key.replace("_c", f"_{size}_c")
+            return fmt.format(median(cells[key])) if key in cells else "-"
+
+        fails = int(sum(cells.get(f"fail_{size}_c1", [])) + sum(cells.get(f"fail_{size}_c64", [])))
+        print(
+            f"{name:<16} {cell('rps_c1'):>10} {cell('p50_c1', '{:.2f}'):>7} {cell('rps_c64'):>11} "
+            f"{cell('p99_c64', '{:.1f}'):>7} {cell('cpu_c64', '{:.3f}'):>10} {fails:>5}"
+        )
+
+
+def small_verdicts(
+    results: dict[str, dict[str, list[float]]],
+    sizes: list[str],
+    verdict: Any,
+    med: Any,
+) -> None:
+    """The small-request targets: with `listen.workers: 2`, 1 KB at c=64 at or above squid
+    and proxy.py; one process at or above tinyproxy at every size and concurrency."""
+    workers = next((n for n in results if n.startswith("gateway-w")), None)
+    if "1k" in sizes and workers is not None:
+        w64 = med(workers, "rps_1k_c64")
+        for peer in ("squid", "proxy.py"):
+            if "rps_1k_c64" in results.get(peer, {}):
+                ref = med(peer, "rps_1k_c64")
+                verdict(
+                    f"{workers} 1 KB c=64 >= {peer} ({w64:.0f} vs {ref:.0f} req/s,"
+                    f" {w64 / ref:.2f}x)",
+                    w64 >= ref,
+                )
+    if "gateway" in results and "tinyproxy" in results:
+        for size in sizes:
+            key = "" if size == "100k" else f"{size}_"
+            for concurrency in (1, 64):
+                name = f"rps_{key}c{concurrency}"
+                if name in results["gateway"] and name in results["tinyproxy"]:
+                    mine, ref = med("gateway", name), med("tinyproxy", name)
+                    verdict(
+                        f"one process {PAGES[size][1]} c={concurrency} >= tinyproxy"
+                        f" ({mine:.0f} vs {ref:.0f} req/s, {mine / ref:.2f}x)",
+                        mine >= ref,
+                    )
 
 
 if __name__ == "__main__":

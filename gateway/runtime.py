@@ -40,6 +40,7 @@ from gateway.search.providers import ADAPTERS
 from gateway.state.wiring import connect_shared_state
 from gateway.tools.envelope import now_iso
 from gateway.tools.extraction import ExtractionPool
+from gateway.tools.forward_traffic import ForwardTraffic
 from gateway.tools.registry import ToolRegistry
 from gateway.tools.research import ResearchTool
 from gateway.tools.research import tool_spec as research_spec
@@ -284,6 +285,11 @@ class Services:
             config.x_search, self.fetcher, self.audit, self.executor, self.signer
         )
         self.tools.add(xsearch_spec(self.xsearch))
+
+    def forward_traffic(self) -> ForwardTraffic:
+        """The forward proxy's use case, over the one outbound client's hosts table and own
+        addresses; each proxy listener gets its own (with its own upstream pool)."""
+        return ForwardTraffic(fetcher=self.fetcher, sightings=self.sightings)
 
     def _prepare_hooks(self) -> None:
         """The hooks other parts add to (listeners, drain, reload, close), the limiter and

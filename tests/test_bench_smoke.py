@@ -103,8 +103,19 @@ def check_replicas(output: str) -> None:
 
 
 def check_proxy(output: str) -> None:
+    page, _, small = output.partition("forward proxy, 1 KB page")
+    assert small, output
     rows = {}
-    for line in output.splitlines():
+    for line in small.splitlines():
+        cells = line.split()
+        if cells and cells[0] == "gateway":
+            c1, p50, c64, p99, _cpu, fail = cells[1:]
+            assert float(c1) > 0 and float(c64) > 0 and float(p99) >= float(p50) > 0, cells
+            assert fail == "0", cells
+            rows["gateway"] = cells
+    assert rows, small
+    rows = {}
+    for line in page.splitlines():
         cells = line.split()
         if cells and cells[0] in ("gateway", "asyncio-tunnel", "aiohttp-relay"):
             rows[cells[0]] = cells[1:]

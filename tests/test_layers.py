@@ -1,9 +1,10 @@
 """Dependencies point one way (docs/design.md), and every outbound socket is dialled in
 fetch/dial.py; read with ast, so no import runs.
 
-policy, yamlstrict, extract and provenance are pure (no asyncio, no aiohttp); nothing imports
-server or cli; fetch never imports search, tools, server or runtime; tools never import server
-or the configuration; review (the audit page's reading) imports neither aiohttp nor jinja2;
+policy, yamlstrict, wire, extract and provenance are pure (no asyncio, no aiohttp); wire (the
+HTTP/1 wire format both fetch and the proxy adapter read with) knows only gateway.errors;
+nothing imports server or cli; fetch never imports search, tools, server or runtime; tools
+never import server or the configuration; review (the audit page's reading) imports neither aiohttp nor jinja2;
 the adapters (server, cli) reach policy and fetch only through tools and runtime; and no
 module of gateway/ imports itself back through others (no cycle, whether the import is at
 the top, inside a function or only for type checking).
@@ -21,6 +22,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gateway"
 # layer -> modules it must never import
 FORBIDDEN = {
     "policy": ("asyncio", "aiohttp", "gateway.fetch", "gateway.search", "gateway.tools", "gateway.server", "gateway.cli", "gateway.runtime", "gateway.audit"),
+    # HTTP/1's wire format (limits, the strict response reader): what fetch's readers and the
+    # proxy's request reader share. Pure; of the gateway it may import only WIRE_MAY_IMPORT.
+    "wire": ("asyncio", "aiohttp", "socket"),
     # Strict YAML: the plumbing policies and the configuration both read with; knows neither.
     "yamlstrict": ("asyncio", "aiohttp", "gateway.policy", "gateway.config", "gateway.configload", "gateway.fetch", "gateway.search", "gateway.tools", "gateway.server", "gateway.cli", "gateway.runtime", "gateway.audit"),
     "extract": ("asyncio", "aiohttp", "gateway.fetch", "gateway.search", "gateway.tools", "gateway.server", "gateway.cli", "gateway.runtime", "trafilatura"),
@@ -61,6 +65,20 @@ def test_layer_imports_point_one_way(layer: str, path: Path) -> None:
     assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}"
 
 
+# What of the gateway `wire` may import: stated, so the neutral package stays neutral.
+WIRE_MAY_IMPORT = ("gateway.errors",)
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "wire").rglob("*.py")), ids=lambda p: p.name)
+def test_wire_imports_nothing_of_the_gateway_but_errors(path: Path) -> None:
+    bad = sorted(
+        name
+        for name in imports_of(path)
+        if name.startswith("gateway.") and not name.startswith(("gateway.wire", *WIRE_MAY_IMPORT))
+    )
+    assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}"
+
+
 def test_nothing_imports_server_or_cli_except_adapters() -> None:
     for path in PACKAGE.rglob("*.py"):
         relative = path.relative_to(PACKAGE).parts
@@ -73,21 +91,6 @@ def test_nothing_imports_server_or_cli_except_adapters() -> None:
 # The adapters translate: they call tools and runtime, never policy or fetch themselves.
 ADAPTERS = ("server", "cli")
 ADAPTER_FORBIDDEN = ("gateway.policy", "gateway.fetch")
-# Adapter modules still allowed to import policy or fetch, each for a stated reason. Remove an
-# entry once its module is moved; never add one to hide a new import.
-ADAPTER_EXEMPT = {
-    # The forward proxy's decisions are the use case's (tools/forward.py; the adapter takes
-    # no decision function, test_the_proxy_adapter_takes_no_decision_function_from_the_policy
-    # below). These still name the policy's types (Decision, Policy, Target, IPAddress) and
-    # dial through fetch themselves (fetch.tunnel, fetch.upstream's pool, fetch.http1's
-    # framing rules); moving the dialing behind the use case would empty this list.
-    "server/proxy/exchange.py",
-    "server/proxy/listener.py",
-    "server/proxy/ports.py",
-    "server/proxy/responses.py",
-    "server/proxy/tunnel.py",
-}
-
 ADAPTER_CASES = sorted(
     str(path.relative_to(PACKAGE)) for layer in ADAPTERS for path in (PACKAGE / layer).rglob("*.py")
 )
@@ -100,20 +103,7 @@ def test_adapters_reach_policy_and_fetch_only_through_tools(module: str) -> None
         for name in imports_of(PACKAGE / module)
         if any(name == banned or name.startswith(banned + ".") for banned in ADAPTER_FORBIDDEN)
     )
-    if module in ADAPTER_EXEMPT:
-        return
     assert not bad, f"{module} imports {bad}; call a tool (gateway/tools) or runtime instead"
-
-
-def test_every_adapter_exemption_is_still_needed() -> None:
-    for module in sorted(ADAPTER_EXEMPT):
-        path = PACKAGE / module
-        used = path.exists() and any(
-            name == banned or name.startswith(banned + ".")
-            for name in imports_of(path)
-            for banned in ADAPTER_FORBIDDEN
-        )
-        assert used, f"{module} no longer imports policy or fetch: drop it from ADAPTER_EXEMPT"
 
 
 # --- no import cycles ----------------------------------------------------------------------
@@ -291,46 +281,3 @@ def test_the_dial_check_sees_a_connection_opened_elsewhere(tmp_path: Path) -> No
         "    aiohttp.ClientSession()\n"
     )
     assert sorted(name for name, _, _ in dial_calls(sample)) == ["ClientSession", "create_connection", "open_connection"]
-
-
-# The forward proxy's adapter (server/proxy/) decides nothing itself: every decision is
-# the use case's (tools/forward.py). From the policy it takes only the types that decisions
-# and targets travel in, never a function that decides.
-PROXY_MODULES = sorted(PACKAGE.glob("server/proxy/*.py"))
-PROXY_MAY_NAME_FROM_POLICY = {"Decision", "Reason", "Policy", "Target", "IPAddress"}
-
-
-def names_imported_from(path: Path, prefix: str) -> set[tuple[str, str]]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    return {
-        (node.module, alias.name)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
-        and (node.module == prefix or node.module.startswith(prefix + "."))
-        for alias in node.names
-    } | {
-        (alias.name, "*")
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import)
-        for alias in node.names
-        if alias.name == prefix or alias.name.startswith(prefix + ".")
-    }
-
-
-@pytest.mark.parametrize("path", PROXY_MODULES, ids=[p.name for p in PROXY_MODULES])
-def test_the_proxy_adapter_takes_no_decision_function_from_the_policy(path: Path) -> None:
-    bad = sorted(
-        f"{module}.{name}"
-        for module, name in names_imported_from(path, "gateway.policy")
-        if name not in PROXY_MAY_NAME_FROM_POLICY
-    )
-    assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}; ask gateway.tools.forward"
-
-
-def test_the_proxy_adapter_check_sees_a_decision_function(tmp_path: Path) -> None:
-    module = tmp_path / "proxy_bad.py"
-    module.write_text("from gateway.policy.engine import Decision, decide_url\n")
-    assert names_imported_from(module, "gateway.policy") == {
-        ("gateway.policy.engine", "Decision"),
-        ("gateway.policy.engine", "decide_url"),
-    }

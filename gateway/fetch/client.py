@@ -35,7 +35,6 @@ from gateway.errors import (
     UpstreamTimeoutError,
     UpstreamUnreachableError,
 )
-from gateway.fetch import http1
 from gateway.fetch.decode import ACCEPT_ENCODING, BoundedDecoder, parse_content_encoding
 from gateway.fetch.dial import SocketGuard, SocketRefusedError
 from gateway.fetch.dial import connector as dial_connector
@@ -45,6 +44,7 @@ from gateway.policy.engine import Decision, decide_answer, decide_content_type
 from gateway.policy.model import IPNetwork, Policy
 from gateway.policy.redirects import AmbiguousRedirectError, plan_redirect
 from gateway.policy.urls import Target
+from gateway.wire import http1
 
 DEFAULT_USER_AGENT = f"agent-egress-gateway/{__version__} (+policy-enforcing fetcher)"
 ACCEPT = "text/html,application/xhtml+xml,application/json;q=0.9,text/*;q=0.8,*/*;q=0.1"

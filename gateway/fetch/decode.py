@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import brotli
 
 from gateway.errors import ResponseTooLargeError, UpstreamError
-from gateway.fetch.http1 import MAX_GZIP_MEMBERS
+from gateway.wire.http1 import MAX_GZIP_MEMBERS
 
 SLICE = 64 * 1024
 SUPPORTED = ("gzip", "x-gzip", "deflate", "br")

@@ -1,4 +1,4 @@
-"""aiohttp's client protocol behind the gateway's strict HTTP/1 reader (`fetch.http1`).
+"""aiohttp's client protocol behind the gateway's strict HTTP/1 reader (`wire.http1`).
 
 aiohttp's response parser is lenient (a bare LF ends a line, a chunk extension may run to
 its line limit) and reads bytes past a response's end as the next response, so a response
@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
-from gateway.fetch.http1 import BadResponseError, ResponseFraming
+from gateway.wire.http1 import BadResponseError, ResponseFraming
 
 
 class StrictResponseHandler(ResponseHandler):

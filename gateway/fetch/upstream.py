@@ -1,6 +1,6 @@
 """The forward proxy's upstream client for plain-HTTP requests: keep-alive HTTP/1.1 connections
 opened through the tunnel checks (`fetch.tunnel.open_tunnel`), responses read with the strict
-reader and limits both response paths share (`fetch.http1`), and a body pipe that writes
+reader and limits both response paths share (`wire.http1`), and a body pipe that writes
 straight into the client's transport with flow control.
 
 Used only by the proxy's absolute-form path; model tools keep the `Fetcher`. It never decides
@@ -15,11 +15,11 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Protocol
 
 from gateway.errors import ResponseTooLargeError, UpstreamError, UpstreamUnreachableError
-from gateway.fetch.http1 import ChunkedBody, HeadReader, ResponseHead
 from gateway.fetch.resolver import StaticHosts
 from gateway.fetch.tunnel import open_tunnel
 from gateway.policy.model import IPNetwork, Policy
 from gateway.policy.urls import Target
+from gateway.wire.http1 import ChunkedBody, HeadReader, ResponseHead
 
 # Bytes read ahead of a body pipe (after the head, before the proxy asks for the body).
 MAX_AHEAD = 256 * 1024
@@ -60,6 +60,7 @@ class UpstreamConnection(asyncio.Protocol):
     __slots__ = (
         "pool",
         "key",
+        "loop",
         "transport",
         "ip",
         "buffer",
@@ -87,6 +88,7 @@ class UpstreamConnection(asyncio.Protocol):
     def __init__(self) -> None:
         self.pool: UpstreamPool | None = None
         self.key: tuple[object, ...] = ()
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.transport: asyncio.Transport | None = None
         self.ip = ""
         self.buffer = bytearray()
@@ -115,6 +117,8 @@ class UpstreamConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        # Kept: asking for the running loop costs a getpid(2) per call (fork safety).
+        self.loop = asyncio.get_running_loop()
 
     def data_received(self, data: bytes) -> None:
         if self.touch is not None:
@@ -169,7 +173,8 @@ class UpstreamConnection(asyncio.Protocol):
         self.buffer = bytearray()
         self.heads = HeadReader(method)
         self.reusable = False
-        self.waiter = asyncio.get_running_loop().create_future()
+        assert self.loop is not None
+        self.waiter = self.loop.create_future()
         self.transport.write(data)
         return self.waiter
 
@@ -212,7 +217,8 @@ class UpstreamConnection(asyncio.Protocol):
         if self.framing == _CHUNKED and self.head is not None:
             self.chunks = ChunkedBody(rechunk=rechunk, fields=len(self.head.headers))
         self.state = _BODY
-        self.waiter = asyncio.get_running_loop().create_future()
+        loop = self.loop or asyncio.get_running_loop()
+        self.waiter = loop.create_future()
         ahead = bytes(self.buffer)
         self.buffer.clear()
         if self.framing == _LENGTH and self.left == 0:
@@ -231,7 +237,7 @@ class UpstreamConnection(asyncio.Protocol):
                 await self.waiter
                 if self.state != _BODY:
                     break
-                self.waiter = asyncio.get_running_loop().create_future()
+                self.waiter = loop.create_future()
                 if self.paused:  # the client is slow: wait for it, then read again
                     await sink.drain()
                     self.paused = False

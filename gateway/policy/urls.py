@@ -103,6 +103,23 @@ class Target:
 
 def parse_url(raw: object) -> Target:
     """Parse an absolute http(s) URL; InvalidURLError (or UnsupportedSchemeError) otherwise."""
+    if type(raw) is str and len(raw) <= MAX_CACHED_URL:
+        return _parse_cached(raw)
+    return _parse(raw)
+
+
+# The parse is pure and its result immutable, and agents ask for the same URLs again (an
+# API's endpoints, a package index): the last few parses of short URLs are kept. Bounded in
+# count and length; a URL that fails to parse is not kept and pays the parse every time.
+MAX_CACHED_URL = 512
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_cached(raw: str) -> Target:
+    return _parse(raw)
+
+
+def _parse(raw: object) -> Target:
     text, scheme = _checked_text(raw)
     if not text.isascii():
         text = _map_authority(text)

@@ -1,20 +1,29 @@
-"""Forward traffic as a use case: every decision the proxy port's adapter asks for, free of
-any transport. A plain `http://` request (its line, headers and body prefix), a CONNECT
-(the gateway configuration's `proxy.connect_ports` applied by the engine, so report mode and
-explain see it), a response head (`proxy_limits`), and, after a reload, whether a live tunnel
-or keep-alive connection may stay open. The adapter (`server/proxy/`) parses, asks here,
-relays bytes, and writes the records `tools/records.py` builds.
+"""Forward traffic as a use case: every decision the proxy port's adapter asks for. A plain
+`http://` request (its line, headers and body prefix), a CONNECT (the gateway
+configuration's `proxy.connect_ports` applied by the engine, so report mode and explain see
+it), a response head (`proxy_limits`), a tunnel's first bytes (`proxy.require_tls`), and,
+after a reload, whether a live tunnel or keep-alive connection may stay open.
+
+The adapter (`server/proxy/`) holds a `ForwardTraffic` (`tools/forward_traffic.py`, the
+dialling that goes with these decisions, built by the composition root), one `ProxyCall` per
+request and the `Verdict`s it gets back: it parses, asks, relays bytes over the connections
+the use case opens, and writes the records built here through `tools/records.py`. It never
+names a policy type or `fetch`. This module loads no outbound client: `policy explain` uses
+its decisions without aiohttp.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import time
 from collections.abc import Collection, Iterable
+from typing import Any
 
 from gateway.errors import ResponseTooLargeError
 from gateway.policy.dlp import UNTRUSTED_HOST, DlpMode
 from gateway.policy.engine import (
     Decision,
+    Reason,
     decide_address,
     decide_proxied_content_type,
     decide_target,
@@ -26,6 +35,7 @@ from gateway.policy.engine import (
 from gateway.policy.hints import refusal_text
 from gateway.policy.model import IPNetwork, Policy
 from gateway.policy.urls import InvalidURLError, Target, parse_url
+from gateway.tools.records import new_event_id, proxy_record, tunnel_close_record
 from gateway.tools.sightings import HostSightings
 
 MAX_RESPONSE_BYTES_RULE = "proxy_limits.max_response_bytes"
@@ -162,3 +172,166 @@ def still_allowed(
         address = ipaddress.ip_address(ip)
         decision = decide_address(policy, address, target.port, own_addresses=own_addresses)
     return decision.allowed
+
+
+# --- the use case as the adapter holds it ----------------------------------------------
+
+
+class Verdict:
+    """One answer of the use case on a proxied request or tunnel (its URL or CONNECT, its
+    body, its response head, its first tunnel bytes), as the adapter uses it: whether it may
+    go on and, when not, what the refusal says. The policy's decision and the parsed target
+    travel inside, for the records; the adapter never reads them."""
+
+    __slots__ = ("policy", "decision", "target")
+
+    def __init__(self, policy: Policy, decision: Decision, target: Target | None) -> None:
+        self.policy = policy
+        self.decision = decision
+        self.target = target
+
+    @property
+    def allowed(self) -> bool:
+        return self.decision.allowed
+
+    @property
+    def status(self) -> int:
+        """The refusal's status: 400 for a URL that does not parse, else 403."""
+        return 400 if self.decision.reason is Reason.INVALID_URL else 403
+
+    @property
+    def code(self) -> str:
+        return str(self.decision.reason)
+
+    @property
+    def rule(self) -> str | None:
+        return self.decision.rule
+
+    @property
+    def message(self) -> str:
+        return refusal_message(self.decision)
+
+    @property
+    def host(self) -> str:
+        assert self.target is not None
+        return self.target.host
+
+    @property
+    def byte_cap(self) -> int | None:
+        """`proxy_limits.max_response_bytes`: the most body bytes relayed (None: no cap)."""
+        return response_byte_cap(self.policy)
+
+    def too_large(self, length: int | None = None) -> ResponseTooLargeError:
+        return too_large(self.policy, length)
+
+    def refused(self, decision: Decision) -> Verdict:
+        """The same request, refused by `decision` (an address check while dialling)."""
+        return Verdict(self.policy, decision, self.target)
+
+    def same_authority(self, host_header: str, request_target: str) -> bool:
+        assert self.target is not None
+        return same_authority(host_header, self.target, request_target)
+
+    def destination(self, ip: str | None) -> dict[str, Any] | None:
+        """The record's `destination`: the target's host and port, and the address dialled."""
+        if self.target is None:
+            return None
+        return {"domain": self.target.host, "ip": ip, "port": self.target.port}
+
+    def tunnel_start(
+        self, *, not_tls: str | None = None, server_name: str | None = None
+    ) -> Verdict:
+        """`proxy.require_tls` on a tunnel's first bytes (decide_tunnel_start_bytes)."""
+        decision = decide_tunnel_start_bytes(
+            self.policy, self.host, not_tls=not_tls, server_name=server_name
+        )
+        return Verdict(self.policy, decision, self.target)
+
+
+class Refused(Exception):
+    """Dialling refused the request (an address of the answer, or one the socket checked)."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.code)
+        self.verdict = verdict
+
+
+class ProxyCall:
+    """One request on the proxy port as the use case sees it: who asks, under which policy,
+    what the policy allowed; its records are built here, through `tools/records.py`."""
+
+    __slots__ = (
+        "event_id",
+        "started",
+        "action",
+        "source",
+        "url",
+        "method",
+        "client_id",
+        "policy",
+        "allowed",
+    )
+
+    def __init__(self, *, source: tuple[str, int] | None, url: str, method: str) -> None:
+        self.event_id = new_event_id()
+        self.started = time.monotonic()
+        self.action = "proxy_connect" if method == "CONNECT" else "proxy_http"
+        self.source = source
+        self.url = url
+        self.method = method
+        self.client_id: str | None = None
+        self.policy: Policy | None = None
+        # What the policy allowed, until a record names it: a request abandoned in between
+        # (its client went away) is still recorded with it.
+        self.allowed: Verdict | None = None
+
+    def record(self, verdict: Verdict | None = None, **fields: Any) -> dict[str, Any]:
+        """A `proxy_http` or `proxy_connect` record of this request, with `verdict`'s
+        decision (None: no rule decided) and what DLP reported on the allowed request."""
+        record = proxy_record(
+            self.action,
+            event_id=self.event_id,
+            duration_ms=int((time.monotonic() - self.started) * 1000),
+            client_id=self.client_id,
+            policy=self.policy,
+            decision=None if verdict is None else verdict.decision,
+            source=self.source,
+            url=self.url,
+            method=self.method,
+            request_id=self.event_id,
+            **fields,
+        )
+        allowed = self.allowed
+        if "dlp" not in record and allowed is not None and allowed.decision.dlp is not None:
+            # What DLP reported stays on the record of a request that then failed.
+            record["dlp"] = allowed.decision.dlp.to_record()
+        return record
+
+    def tunnel_close(
+        self,
+        verdict: Verdict,
+        *,
+        end: str,
+        duration_ms: int,
+        bytes_up: int,
+        bytes_down: int,
+        ip: str,
+        tls: Verdict | None = None,
+    ) -> dict[str, Any]:
+        """The `tunnel_close` record of this CONNECT's tunnel (`tls`: a refused start)."""
+        return tunnel_close_record(
+            event_id=self.event_id,
+            client_id=self.client_id,
+            policy=verdict.policy,
+            end=end,
+            duration_ms=duration_ms,
+            bytes_up=bytes_up,
+            bytes_down=bytes_down,
+            destination=verdict.destination(ip) or {},
+            tls_decision=None if tls is None else tls.decision,
+        )
+
+
+def watches_provenance(policy: Policy) -> bool:
+    """Whether `check_provenance` has anything to do under `policy` (dlp.untrusted_hosts)."""
+    return policy.dlp.active and policy.dlp.untrusted_hosts is not DlpMode.OFF

@@ -7,6 +7,7 @@ or bodies; a tunnel's bytes are only counted.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from gateway.errors import GatewayError, PolicyDeniedError, ToolDisabledError
@@ -15,10 +16,31 @@ from gateway.policy.engine import Decision
 from gateway.policy.model import Policy
 from gateway.tools.context import CallContext
 
+# Event ids come from the system's random source 4 KiB at a time (one getrandom(2) per 256
+# ids rather than per id); a forked child starts with an empty buffer, so no two processes
+# hand out the same bytes.
+_RANDOM_BYTES = 4096
+_random = bytearray()
+_random_lock = threading.Lock()
+
+
+def _forget_random() -> None:
+    global _random_lock
+    _random.clear()
+    _random_lock = threading.Lock()  # a lock held by another thread at fork stays held
+
+
+os.register_at_fork(after_in_child=_forget_random)
+
 
 def new_event_id() -> str:
     """128 random bits in hex, as a uuid4's hex but without building a UUID (4x cheaper)."""
-    return os.urandom(16).hex()
+    with _random_lock:
+        if not _random:
+            _random.extend(os.urandom(_RANDOM_BYTES))
+        chunk = _random[-16:]
+        del _random[-16:]
+    return chunk.hex()
 
 
 def policy_block(policy: Policy, decision: Decision | None) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from gateway.errors import UpstreamError
 from gateway.fetch.client import Fetcher, FetchOptions
 from gateway.fetch.resolver import parse_static_hosts
 from gateway.policy.engine import decide_url
-from tests.fetch.test_http1 import fetch_policy, response, scripted
+from tests.wire.test_http1 import fetch_policy, response, scripted
 
 
 async def fetch_twice(reply: bytes, method: str = "GET") -> tuple[list[bytes], int]:

@@ -13,11 +13,11 @@ from gateway.errors import (
     UpstreamError,
     UpstreamUnreachableError,
 )
-from gateway.fetch.http1 import BadResponseError
 from gateway.fetch.resolver import parse_static_hosts
 from gateway.fetch.upstream import UpstreamPool, request_head
 from gateway.policy.model import Timeouts
 from gateway.policy.urls import parse_url
+from gateway.wire.http1 import BadResponseError
 from tests.policy.conftest import make_policy
 from tests.upstream import ScriptedUpstream as Script
 

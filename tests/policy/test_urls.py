@@ -595,3 +595,14 @@ def test_parse_host_same_as_reference_on_edges(text: str) -> None:
 @given(st.one_of(_HOSTS, _ipv4_spellings().map(lambda h: h + "."), st.text(max_size=20)))
 def test_parse_host_same_as_reference(text: str) -> None:
     _assert_host_same_as_reference(text)
+
+
+def test_a_short_url_is_parsed_once_and_a_bad_one_every_time() -> None:
+    url = "http://cache-check.example.com/a?b=c"
+    assert parse_url(url) is parse_url(url)
+    assert parse_url(url) == urls._parse(url)
+    long_url = "http://cache-check.example.com/" + "a" * urls.MAX_CACHED_URL
+    assert parse_url(long_url) is not parse_url(long_url)  # long URLs are not kept
+    for _ in range(2):
+        with pytest.raises(InvalidURLError):
+            parse_url("http://[bad/")

@@ -4,6 +4,8 @@ before any rule decided says `decision: null` whichever transport it came by."""
 
 from __future__ import annotations
 
+import os
+
 from gateway.errors import RateLimitedError
 from gateway.policy.engine import Decision, Reason
 from gateway.tools.context import CallContext
@@ -98,3 +100,21 @@ def test_a_tunnel_close_links_to_its_connect_record() -> None:
     assert (record["source"]["bytes"], record["destination"]["bytes"]) == (5, 7)
     assert ALLOWED.allowed  # the allow case of policy_block is the decision's own dict
     assert policy_block(POLICY, ALLOWED)["rule"] == "domains.allow[0]"
+
+
+def test_event_ids_are_random_and_never_shared_with_a_forked_child() -> None:
+    from gateway.tools.records import new_event_id
+
+    ids = {new_event_id() for _ in range(1000)}  # past one 4 KiB draw of the random source
+    assert len(ids) == 1000 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    new_event_id()  # the buffer holds unused bytes now
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first id, to the parent
+        os.write(write, new_event_id().encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    assert len(child) == 32 and child != new_event_id()

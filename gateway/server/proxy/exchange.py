@@ -1,21 +1,19 @@
 """One request on the proxy port, from its head to its audit record and answer: an
-absolute-form `http://` request forwarded through `fetch.upstream`'s pool, or a CONNECT
-decided, opened with `fetch.tunnel` and handed to a `Tunnel`. The decisions are the use
-case's (`tools.forward`); the connection and the listener are reached through the small
-interfaces of `ports`, never the listener itself.
+absolute-form `http://` request forwarded through the use case's upstream pool, or a
+CONNECT decided, opened by the use case and handed to a `Tunnel`. Every decision, every
+connection upstream and every record is the use case's (`tools.forward`); the client's
+connection and the listener are reached through the small interfaces of `ports`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any
 
 from gateway.errors import (
     AuditWriteError,
     GatewayError,
-    PolicyDeniedError,
     RateLimitedError,
     RequestTooLargeError,
     ResponseTooLargeError,
@@ -23,14 +21,7 @@ from gateway.errors import (
     UnavailableError,
     UpstreamTimeoutError,
 )
-from gateway.fetch.client import ACCEPT
-from gateway.fetch.http1 import has_body
-from gateway.fetch.tunnel import open_tunnel
-from gateway.fetch.upstream import request_head
 from gateway.limits import Lease
-from gateway.policy.engine import Decision, Reason
-from gateway.policy.model import Policy
-from gateway.policy.urls import Target
 from gateway.runtime import ClientIdentity
 from gateway.server.proxy.auth import REALM, claimed_user
 from gateway.server.proxy.ports import ClientSide, ProxyHost
@@ -42,8 +33,9 @@ from gateway.server.proxy.responses import (
 )
 from gateway.server.proxy.tunnel import Tunnel, UpstreamSide
 from gateway.server.proxy.watch import IdleWatch
-from gateway.tools import forward
-from gateway.tools.records import auth_failure_record, new_event_id, proxy_record
+from gateway.tools.forward import ProxyCall, Refused, Verdict
+from gateway.tools.records import auth_failure_record, new_event_id
+from gateway.wire.http1 import has_body
 
 log = logging.getLogger("gateway.proxy")
 
@@ -51,69 +43,25 @@ log = logging.getLogger("gateway.proxy")
 class Exchange:
     """One request on the proxy port, from its head to its audit record and answer."""
 
-    __slots__ = (
-        "proxy",
-        "conn",
-        "head",
-        "client",
-        "policy",
-        "event_id",
-        "started",
-        "allowed",
-        "recorded",
-    )
+    __slots__ = ("proxy", "conn", "head", "client", "call", "recorded")
 
     def __init__(self, proxy: ProxyHost, conn: ClientSide, head: RequestHead) -> None:
         self.proxy = proxy
         self.conn = conn
         self.head = head
         self.client: ClientIdentity | None = None
-        self.policy: Policy | None = None
-        self.event_id = new_event_id()
-        self.started = time.monotonic()
-        # What the policy allowed, until a record names it: a request abandoned in between
-        # (its client went away) is still recorded with it (`abandoned`).
-        self.allowed: tuple[Decision, Target] | None = None
+        self.call = ProxyCall(source=conn.peer, url=head.target, method=head.method)
         self.recorded = False
 
     @property
-    def client_id(self) -> str | None:
-        return self.client.id if self.client else None
+    def event_id(self) -> str:
+        return self.call.event_id
 
-    @property
-    def action(self) -> str:
-        return "proxy_connect" if self.head.method == "CONNECT" else "proxy_http"
-
-    def record(self, **fields: Any) -> dict[str, Any]:
-        record = proxy_record(
-            self.action,
-            event_id=self.event_id,
-            duration_ms=int((time.monotonic() - self.started) * 1000),
-            client_id=self.client_id,
-            policy=self.policy,
-            source=self.conn.peer,
-            url=self.head.target,
-            method=self.head.method,
-            request_id=self.event_id,
-            **fields,
-        )
-        allowed = self.allowed[0] if self.allowed is not None else None
-        if "dlp" not in record and allowed is not None and allowed.dlp is not None:
-            # What DLP reported stays on the record of a request that then failed.
-            record["dlp"] = allowed.dlp.to_record()
-        return record
-
-    async def provenance(
-        self, policy: Policy, decision: Decision, target: Target, sent: str | None
-    ) -> Decision:
-        return await forward.check_provenance(
-            policy,
-            self.proxy.services.sightings,
-            self.client_id or "anonymous",
-            decision,
-            target,
-            sent,
-        )
+    def identify(self, client: ClientIdentity | None) -> None:
+        """The caller, once authenticated: its policy (the default one for no client)."""
+        self.client = client
+        self.call.client_id = client.id if client else None
+        self.call.policy = client.policy if client else self.proxy.services.state.default_policy
 
     def audit(self, record: dict[str, Any]) -> None:
         """Write this request's record (raises AuditWriteError), noting that it has one."""
@@ -124,13 +72,11 @@ class Exchange:
         """The request ended without an answer (`why`: `client_closed`, `client_error`,
         `shutdown`): if the policy had allowed it and no record says so yet, one does now,
         with the decision and the way it ended. Nothing is answered; the client is gone."""
-        if self.allowed is None or self.recorded:
+        allowed = self.call.allowed
+        if allowed is None or self.recorded:
             return
-        decision, target = self.allowed
-        record = self.record(
-            decision=decision,
-            error=GatewayError(message, reason=why),
-            destination=_destination(target, None),
+        record = self.call.record(
+            allowed, error=GatewayError(message, reason=why), destination=allowed.destination(None)
         )
         record["error"]["code"] = why
         try:
@@ -184,12 +130,12 @@ class Exchange:
 
     def fail(self, status: int, reason: str, message: str, keep_alive: bool) -> bool:
         error = GatewayError(message, reason=reason)
-        record = self.record(decision=None, error=error, status=status)
+        record = self.call.record(error=error, status=status)
         record["error"]["code"] = reason
         return self.audited_reply(record, status, reason, None, message, keep_alive)
 
     def gateway_error(self, error: GatewayError, keep_alive: bool = True) -> bool:
-        record = self.record(decision=None, error=error, status=error.http_status)
+        record = self.call.record(error=error, status=error.http_status)
         extra: tuple[tuple[str, str], ...] = ()
         if error.retry_after is not None:
             extra = (("Retry-After", str(max(1, int(error.retry_after + 0.999)))),)
@@ -197,21 +143,12 @@ class Exchange:
             record, error.http_status, error.code, None, error.message, keep_alive, extra
         )
 
-    def deny(self, decision: Decision, target: Target | None = None) -> bool:
-        invalid = decision.reason is Reason.INVALID_URL
-        record = self.record(
-            decision=decision,
-            denied=True,
-            status=400 if invalid else 403,
-            destination=_destination(target, None),
+    def deny(self, verdict: Verdict) -> bool:
+        record = self.call.record(
+            verdict, denied=True, status=verdict.status, destination=verdict.destination(None)
         )
         return self.audited_reply(
-            record,
-            400 if invalid else 403,
-            str(decision.reason),
-            decision.rule,
-            forward.refusal_message(decision),
-            True,
+            record, verdict.status, verdict.code, verdict.rule, verdict.message, True
         )
 
     def unauthorized(self, error: UnauthorizedError, header: str | None) -> bool:
@@ -235,8 +172,7 @@ class Exchange:
     # --- absolute-form http:// ----------------------------------------------------------
 
     async def forward(self) -> bool:
-        head, policy = self.head, self.policy
-        assert policy is not None
+        head = self.head
         if not head.target.lower().startswith("http://"):
             if head.target.startswith("/"):
                 message = (
@@ -253,19 +189,16 @@ class Exchange:
             else:
                 message = "the request target is not an absolute http:// URL"
             return self.fail(400, "bad_request", message, True)
-        decision, target = forward.decide_request(
-            policy, head.target, head.method, head.forwarded_headers()
-        )
-        if target is not None:
-            decision = await self.provenance(policy, decision, target, head.target)
-        if target is None or not decision.allowed:
-            return self.deny(decision, target)
-        self.allowed = (decision, target)
+        headers = head.forwarded_headers()  # the end-to-end headers, judged and then sent
+        verdict = await self.proxy.traffic.request(self.call, headers)
+        if not verdict.allowed:
+            return self.deny(verdict)
+        self.call.allowed = verdict
         try:
             host = head.get("host")
         except BadRequestError as exc:
             return self.fail(400, "bad_request", str(exc), False)
-        if host is not None and not forward.same_authority(host, target, head.target):
+        if host is not None and not verdict.same_authority(host, head.target):
             return self.fail(
                 400,
                 "bad_request",
@@ -273,17 +206,17 @@ class Exchange:
                 False,
             )
         if self.client is None:  # no clients configured: no limits, no lease to hand back
-            return await self._forward(policy, decision, target)
+            return await self._forward(verdict, headers)
         try:
             lease = await self.proxy.acquire(self.client)
         except (RateLimitedError, UnavailableError) as exc:
             return self.gateway_error(exc)
         try:
-            return await self._forward(policy, decision, target)
+            return await self._forward(verdict, headers)
         finally:
             await lease.release()
 
-    async def _forward(self, policy: Policy, decision: Decision, target: Target) -> bool:
+    async def _forward(self, verdict: Verdict, headers: list[tuple[str, str]]) -> bool:
         head, conn, proxy = self.head, self.conn, self.proxy
         body = None
         if head.has_body:
@@ -297,26 +230,17 @@ class Exchange:
                 return self.fail(413, "request_too_large", exc.message, False)
             if body:
                 # Nothing has gone upstream yet: the prefix is judged before a byte leaves.
-                judged = forward.decide_body(policy, decision, body)
-                if judged is not decision:
-                    decision = judged
-                    self.allowed = (decision, target)
-                    if not decision.allowed:
-                        return self.deny(decision, target)
-        request = request_head(
-            head.method,
-            target,
-            _upstream_headers(head, proxy.services.fetcher.user_agent),
-            None if body is None else len(body),
-        )
-        if body:
-            request += body
+                judged = proxy.traffic.body(verdict, body)
+                if judged is not verdict:
+                    verdict = self.call.allowed = judged
+                    if not verdict.allowed:
+                        return self.deny(verdict)
         watch = conn.watch
         if watch is None:
             watch = conn.watch = IdleWatch(proxy.loop, proxy.proxy_config.tunnel_idle_timeout)
         watch.start()
         try:
-            return await self._relay(policy, decision, target, request, watch)
+            return await self._relay(verdict, headers, body, watch)
         except asyncio.CancelledError:
             if not watch.fired:
                 raise
@@ -336,50 +260,46 @@ class Exchange:
 
     async def _relay(
         self,
-        policy: Policy,
-        decision: Decision,
-        target: Target,
-        request: bytes,
+        verdict: Verdict,
+        headers: list[tuple[str, str]],
+        body: bytes | None,
         watch: IdleWatch,
     ) -> bool:
         head, conn, proxy = self.head, self.conn, self.proxy
         try:
-            upstream = await proxy.upstream.exchange(policy, target, head.method, request)
-        except PolicyDeniedError as exc:
-            return self.deny(exc.decision, target)
+            upstream = await proxy.traffic.send(verdict, head.method, headers, body)
+        except Refused as exc:
+            return self.deny(exc.verdict)
         except GatewayError as exc:
             return self.gateway_error(exc, keep_alive=True)
         watch.touch()
         try:
             response = upstream.head
             assert response is not None
-            conn.last_destination = (policy, target, upstream.ip)
-            out, keep_alive, chunked, length = response_head(
-                response.status, response.reason.decode("latin-1"), response.headers, head
-            )
-            body = has_body(head.method, response.status)
-            cap = forward.response_byte_cap(policy)
-            if body and policy.proxy_limits.content_types is not None:
+            conn.last_destination = (verdict, upstream.ip)
+            out, keep_alive, chunked, length = response_head(response, head)
+            has = has_body(head.method, response.status)
+            cap = verdict.byte_cap
+            if has:
                 # proxy_limits: judged on the head, before a byte of the body is relayed.
-                judged = forward.decide_response_head(policy, _content_type(response.headers))
+                judged = proxy.traffic.response(verdict, response.headers)
                 if not judged.allowed:
-                    return self.deny(judged, target)
-                if judged.reason is not None:
-                    decision = judged  # report mode: recorded as the would-be denial
-            if body and cap is not None and length is not None and length > cap:
-                return self._too_large(decision, target, upstream.ip, length)
-            record = self.record(
-                decision=decision,
+                    return self.deny(judged)
+                verdict = judged  # report mode: recorded as the would-be denial
+            if has and cap is not None and length is not None and length > cap:
+                return self._too_large(verdict, upstream.ip, length)
+            record = self.call.record(
+                verdict,
                 status=response.status,
                 response_bytes=length,
-                destination=_destination(target, upstream.ip),
+                destination=verdict.destination(upstream.ip),
             )
             try:
                 self.audit(record)
             except AuditWriteError as exc:
                 return self.reply(503, "unavailable", None, exc.message, False)
             watch.streaming = True
-            if not body:
+            if not has:
                 conn.write(out)
                 await upstream.pipe(conn, b"", None, False)
                 return keep_alive
@@ -395,7 +315,7 @@ class Exchange:
             # head is out) and a second record, with the request's trace id, says so.
             if conn.transport is not None:
                 conn.transport.abort()
-            self._cut(decision, target, upstream.ip, upstream.head.status if upstream.head else 0)
+            self._cut(verdict, upstream.ip, upstream.head.status if upstream.head else 0)
             return False
         except (GatewayError, TimeoutError, OSError):
             # The head is out: an upstream failure can only cut the response short.
@@ -405,29 +325,24 @@ class Exchange:
         finally:
             upstream.release()
 
-    def _too_large(self, decision: Decision, target: Target, ip: str, length: int) -> bool:
+    def _too_large(self, verdict: Verdict, ip: str, length: int) -> bool:
         """A Content-Length past proxy_limits.max_response_bytes: refused before the body."""
-        assert self.policy is not None
-        error = forward.too_large(self.policy, length)
-        record = self.record(
-            decision=decision,
-            error=error,
-            status=error.http_status,
-            destination=_destination(target, ip),
+        error = verdict.too_large(length)
+        record = self.call.record(
+            verdict, error=error, status=error.http_status, destination=verdict.destination(ip)
         )
         return self.audited_reply(
             record, error.http_status, error.code, error.rule, error.message, False
         )
 
-    def _cut(self, decision: Decision, target: Target, ip: str, status: int) -> None:
-        assert self.policy is not None
-        error = forward.too_large(self.policy)
-        record = self.record(
-            decision=decision,
+    def _cut(self, verdict: Verdict, ip: str, status: int) -> None:
+        error = verdict.too_large()
+        record = self.call.record(
+            verdict,
             error=error,
             status=status,
-            response_bytes=forward.response_byte_cap(self.policy),
-            destination=_destination(target, ip),
+            response_bytes=verdict.byte_cap,
+            destination=verdict.destination(ip),
         )
         record["event"]["id"] = new_event_id()  # the first record has the request's id
         try:
@@ -441,21 +356,15 @@ class Exchange:
     # --- CONNECT ------------------------------------------------------------------------
 
     async def connect(self) -> bool:
-        policy = self.policy
-        assert policy is not None
-        target = forward.connect_target(self.head.target)
-        if target is None:
+        verdict = await self.proxy.traffic.connect(self.call, self.proxy.proxy_config.connect_ports)
+        if verdict is None:
             return self.fail(
                 400, "bad_request", "CONNECT needs host:port (e.g. CONNECT example.com:443)", False
             )
-        decision = forward.decide_connect(
-            policy, target, self.head.target, self.proxy.proxy_config.connect_ports
-        )
-        decision = await self.provenance(policy, decision, target, None)
-        if not decision.allowed:
-            self.deny(decision, target)
+        if not verdict.allowed:
+            self.deny(verdict)
             return False
-        self.allowed = (decision, target)
+        self.call.allowed = verdict
         try:
             lease = await self.proxy.acquire(self.client)
         except (RateLimitedError, UnavailableError) as exc:
@@ -463,25 +372,18 @@ class Exchange:
             return False
         handed_over = False
         try:
-            handed_over = await self._open(policy, target, decision, lease)
+            handed_over = await self._open(verdict, lease)
         finally:
             if not handed_over:
                 await lease.release()
         return False
 
-    async def _open(self, policy: Policy, target: Target, decision: Decision, lease: Lease) -> bool:
-        fetcher = self.proxy.services.fetcher
+    async def _open(self, verdict: Verdict, lease: Lease) -> bool:
         upstream = UpstreamSide()
         try:
-            opened = await open_tunnel(
-                policy,
-                target,
-                lambda: upstream,
-                static_hosts=fetcher.static_hosts,
-                own_addresses=fetcher.own_addresses,
-            )
-        except PolicyDeniedError as exc:
-            self.deny(exc.decision, target)
+            transport, ip = await self.proxy.traffic.open(verdict, lambda: upstream)
+        except Refused as exc:
+            self.deny(exc.verdict)
             return False
         except GatewayError as exc:
             self.gateway_error(exc, keep_alive=False)
@@ -489,18 +391,14 @@ class Exchange:
         if self.conn.transport is None or self.conn.transport.is_closing():
             # Gone while the upstream connection opened: no tunnel, so no 200 on record
             # (it would have no tunnel_close), but the decision is.
-            opened.transport.close()
+            transport.close()
             self.abandoned(*self.proxy.gone(self.conn))
             return False
-        record = self.record(
-            decision=decision,
-            status=200,
-            destination=_destination(target, str(opened.ip)),
-        )
+        record = self.call.record(verdict, status=200, destination=verdict.destination(ip))
         try:
             self.audit(record)
         except AuditWriteError as exc:
-            opened.transport.close()
+            transport.close()
             self.reply(503, "unavailable", None, exc.message, False)
             return False
         self.conn.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
@@ -508,48 +406,13 @@ class Exchange:
             proxy=self.proxy,
             conn=self.conn,
             upstream=upstream,
-            upstream_transport=opened.transport,
-            event_id=self.event_id,
+            upstream_transport=transport,
+            call=self.call,
             client=self.client,
-            policy=policy,
-            target=target,
-            ip=opened.ip,
+            verdict=verdict,
+            ip=ip,
             lease=lease,
             require_tls=self.proxy.proxy_config.require_tls,
         )
         self.conn.start_tunnel(tunnel)
         return True
-
-
-def _upstream_headers(head: RequestHead, user_agent: str) -> list[tuple[str, str]]:
-    """The end-to-end headers for the upstream, repeated names joined (RFC 9110 5.3), with
-    the gateway's User-Agent and Accept where the client sent none."""
-    merged: dict[str, tuple[str, str]] = {}  # by lower-case name: (name as first sent, value)
-    for name, value in head.forwarded_headers():
-        lower = name.lower()
-        if lower in merged:
-            first, joined = merged[lower]
-            merged[lower] = (first, joined + ("; " if lower == "cookie" else ", ") + value)
-        else:
-            merged[lower] = (name, value)
-    headers = list(merged.values())
-    if "accept-encoding" not in merged:
-        headers.append(("Accept-Encoding", "identity"))  # the gateway must not add a coding
-    if "accept" not in merged:
-        headers.insert(0, ("Accept", ACCEPT))
-    if "user-agent" not in merged:
-        headers.insert(0, ("User-Agent", user_agent))
-    return headers
-
-
-def _content_type(headers: Any) -> str | None:
-    for name, value in headers:
-        if len(name) == 12 and name.lower() == b"content-type":
-            return str(value.decode("latin-1"))
-    return None
-
-
-def _destination(target: Target | None, ip: str | None) -> dict[str, Any] | None:
-    if target is None:
-        return None
-    return {"domain": target.host, "ip": ip, "port": target.port}

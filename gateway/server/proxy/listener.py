@@ -5,8 +5,8 @@ A raw asyncio protocol rather than aiohttp's server: every request the strict re
 (`request`) refuses still gets the gateway's headers and an audit record, an idle keep-alive
 connection costs one small object and no task, and tunnel bytes pass from one transport to
 the other without any parsing (flow control both ways). Decisions come from the use case
-(`tools.forward`), connections from `fetch` (`fetch.upstream`'s pool for HTTP,
-`fetch.tunnel` for CONNECT); this package only translates.
+(`tools.forward`), and so do the upstream connections (its pool for HTTP, a checked
+connection for CONNECT): this package only parses, asks and relays.
 """
 
 from __future__ import annotations
@@ -26,11 +26,7 @@ from gateway.errors import (
     UnauthorizedError,
     UnavailableError,
 )
-from gateway.fetch.http1 import unfinished_head_problem
-from gateway.fetch.upstream import UpstreamPool
 from gateway.limits import FREE_LEASE, InMemoryLimiter, Lease, Limiter
-from gateway.policy.model import Policy
-from gateway.policy.urls import Target
 from gateway.runtime import ClientIdentity, PolicyState, Services
 from gateway.server.proxy.auth import authenticate_basic
 from gateway.server.proxy.exchange import Exchange
@@ -45,8 +41,9 @@ from gateway.server.proxy.request import (
 )
 from gateway.server.proxy.responses import plain_response
 from gateway.server.proxy.watch import IdleWatch
-from gateway.tools import forward
+from gateway.tools.forward import Verdict
 from gateway.tools.records import new_event_id, proxy_record
+from gateway.wire.http1 import unfinished_head_problem
 
 log = logging.getLogger("gateway.proxy")
 
@@ -107,7 +104,7 @@ class ProxyConnection(asyncio.Protocol):
         self.drain_waiter: asyncio.Future[None] | None = None
         self.tunnel: TunnelRelay | None = None
         self.auth: tuple[PolicyState, str | None, ClientIdentity | None] | None = None
-        self.last_destination: tuple[Policy, Target, str | None] | None = None
+        self.last_destination: tuple[Verdict, str | None] | None = None
         self.watch: IdleWatch | None = None  # made by the first absolute-form request
         self.lost_reason: str | None = None  # how the connection ended, once it has
 
@@ -431,11 +428,8 @@ class ForwardProxy:
         self._background: set[asyncio.Task[Any]] = set()
         self._idle_close: asyncio.Task[None] | None = None
         self.loop = asyncio.get_running_loop()  # built on the loop that will serve it
-        fetcher = services.fetcher
-        self.upstream = UpstreamPool(
-            static_hosts=lambda: fetcher.static_hosts,
-            own_addresses=lambda: fetcher.own_addresses,
-        )
+        # The use case: decisions, records, and the upstream connections (its own pool).
+        self.traffic = services.forward_traffic()
 
     async def start(self, host: str, port: int) -> list[tuple[str, int]]:
         loop = self.loop
@@ -552,14 +546,12 @@ class ForwardProxy:
         exchange = Exchange(self, conn, head)
         try:
             header = head.get("proxy-authorization")
-            exchange.client = self._authenticate(conn, header)
+            client = self._authenticate(conn, header)
         except BadRequestError as exc:
             return exchange.fail(400, "bad_request", str(exc), keep_alive=False)
         except UnauthorizedError as exc:
             return exchange.unauthorized(exc, header)
-        exchange.policy = (
-            exchange.client.policy if exchange.client else self.services.state.default_policy
-        )
+        exchange.identify(client)
         if self.draining or self.services.draining:
             shutting_down = UnavailableError("the gateway is shutting down", retry_after=5)
             return exchange.gateway_error(shutting_down, keep_alive=False)
@@ -604,9 +596,7 @@ class ForwardProxy:
         flight finish under the policy they started with."""
         connect_ports = self.proxy_config.connect_ports
         for tunnel in list(self.tunnels):
-            why = self._still_allowed(
-                new, tunnel.client, tunnel.target, str(tunnel.ip), connect_ports
-            )
+            why = self._still_allowed(new, tunnel.client, tunnel.verdict, tunnel.ip, connect_ports)
             if why is not None:
                 tunnel.close(why)
         for conn in list(self.connections):
@@ -614,8 +604,8 @@ class ForwardProxy:
                 continue
             client = conn.auth[2]
             destination = conn.last_destination
-            target, ip = (destination[1], destination[2]) if destination else (None, None)
-            why = self._still_allowed(new, client, target, ip)
+            verdict, ip = destination if destination else (None, None)
+            why = self._still_allowed(new, client, verdict, ip)
             if why is not None:
                 conn.close()
 
@@ -623,7 +613,7 @@ class ForwardProxy:
         self,
         state: PolicyState,
         client: ClientIdentity | None,
-        target: Target | None,
+        verdict: Verdict | None,
         ip: str | None,
         connect_ports: Collection[int] | None = None,
     ) -> str | None:
@@ -646,15 +636,9 @@ class ForwardProxy:
             if current is None:
                 return "client_removed"
             policy = current.policy
-        if target is None:
+        if verdict is None:
             return None
-        allowed = forward.still_allowed(
-            policy,
-            target,
-            ip,
-            own_addresses=self.services.fetcher.own_addresses,
-            connect_ports=connect_ports,
-        )
+        allowed = self.traffic.still_open(policy, verdict, ip, connect_ports)
         return None if allowed else "policy_reload"
 
     async def drain(self) -> None:
@@ -679,7 +663,7 @@ class ForwardProxy:
         while (self.tunnels or self._busy()) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         self.closing = True
-        self.upstream.close()
+        self.traffic.close()
         for tunnel in list(self.tunnels):
             tunnel.close("shutdown")
         for conn in list(self.connections):

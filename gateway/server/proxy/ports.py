@@ -12,22 +12,20 @@ from collections.abc import Coroutine
 from typing import Any, Protocol
 
 from gateway.config import ProxyConfig
-from gateway.fetch.upstream import Sink, UpstreamPool
 from gateway.limits import Lease
-from gateway.policy.addresses import IPAddress
-from gateway.policy.model import Policy
-from gateway.policy.urls import Target
 from gateway.runtime import ClientIdentity, Services
 from gateway.server.proxy.request import RequestHead
 from gateway.server.proxy.watch import IdleWatch
+from gateway.tools.forward import Verdict
+from gateway.tools.forward_traffic import ForwardTraffic
 
 
 class TunnelRelay(Protocol):
     """A CONNECT tunnel, as its client connection and the listener drive it."""
 
     client: ClientIdentity | None
-    target: Target
-    ip: IPAddress
+    verdict: Verdict  # what allowed the CONNECT: re-asked after a reload
+    ip: str  # the address the upstream side is connected to
 
     def start(self, leftover: bytes) -> None: ...
 
@@ -44,15 +42,21 @@ class TunnelRelay(Protocol):
     def close(self, end: str) -> None: ...
 
 
-class ClientSide(Sink, Protocol):
+class ClientSide(Protocol):
     """The client's connection, as a request or a tunnel uses it; a response body is piped
-    straight into it (`Sink`: write, write_paused, drain)."""
+    straight into it (write, write_paused, drain)."""
 
     transport: asyncio.Transport | None
     peer: tuple[str, int] | None
     lost_reason: str | None
     watch: IdleWatch | None
-    last_destination: tuple[Policy, Target, str | None] | None
+    # What allowed its last request, and the address it went to: re-asked after a reload.
+    last_destination: tuple[Verdict, str | None] | None
+    write_paused: bool
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
 
     async def read_body(self, head: RequestHead, limit: int) -> bytes: ...
 
@@ -61,11 +65,11 @@ class ClientSide(Sink, Protocol):
 
 class ProxyHost(Protocol):
     """The listener, as a request or a tunnel uses it: the services, its settings, the
-    upstream pool, the open tunnels, and four calls."""
+    forward-traffic use case, the open tunnels, and four calls."""
 
     services: Services
     proxy_config: ProxyConfig
-    upstream: UpstreamPool
+    traffic: ForwardTraffic
     loop: asyncio.AbstractEventLoop
     max_body: int
     header_timeout: float

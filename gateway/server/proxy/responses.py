@@ -5,12 +5,10 @@ client. Pure: no sockets, no asyncio, no audit.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from typing import Any
 
-from gateway.fetch.http1 import has_body
 from gateway.server.proxy.request import RequestHead
+from gateway.wire.http1 import ResponseHead, has_body
 
 # Response headers that describe one hop, never forwarded (RFC 9110 7.6.1).
 RESPONSE_HOP_BY_HOP = frozenset(
@@ -42,57 +40,71 @@ def one_line(text: str, limit: int = 400) -> str:
     return "".join(c if c.isprintable() else " " for c in text)[:limit]
 
 
+# What to do with an upstream header, by its name as sent: forward it, drop it (hop-by-hop,
+# X-Gateway-*), or read it as the Content-Length. Names repeat from response to response, so
+# each is lower-cased and judged once (bounded: past the cap, names are judged every time).
+_FORWARD, _DROP, _LENGTH = range(3)
+_NAMES: dict[bytes, tuple[int, bytes]] = {}
+_MAX_NAMES = 4096
+
+
+def _judge_name(name: bytes) -> tuple[int, bytes]:
+    lower = name.lower()
+    if lower in RESPONSE_HOP_BY_HOP or lower.startswith(b"x-gateway-"):
+        judged = (_DROP, lower)
+    else:
+        judged = (_LENGTH if lower == b"content-length" else _FORWARD, lower)
+    if len(_NAMES) < _MAX_NAMES:
+        _NAMES[name] = judged
+    return judged
+
+
 def response_head(
-    status: int,
-    reason: str | None,
-    raw_headers: Any,
-    head: RequestHead,
+    response: ResponseHead, head: RequestHead
 ) -> tuple[bytes, bool, bool, int | None]:
     """The response head for the client: hop-by-hop and X-Gateway-* headers removed, and
-    framing chosen (the upstream's Content-Length, else chunked, else close-delimited)."""
+    framing chosen (the upstream's Content-Length, else chunked, else close-delimited).
+    `response` was read by the strict reader: at most one Content-Length, and never one
+    beside a Transfer-Encoding."""
+    raw_headers = response.headers
     named: set[bytes] = set()
-    upstream_chunked = False
     for name, value in raw_headers:
-        if len(name) in (10, 17):  # only Connection and Transfer-Encoding matter here
-            lower = name.lower()
-            if lower == b"connection":
-                named.update(t.strip().lower() for t in value.split(b","))
-            elif lower == b"transfer-encoding":
-                upstream_chunked = True
-    parts = [b"HTTP/1.1 %d %b\r\n" % (status, _reason_phrase(reason))]
+        if len(name) == 10 and name.lower() == b"connection":
+            named.update(t.strip().lower() for t in value.split(b","))
+    named -= RESPONSE_HOP_BY_HOP  # dropped anyway: most often `keep-alive`, nothing left
+    parts = [b"HTTP/1.1 %d %b\r\n" % (response.status, _reason_phrase(response.reason))]
+    append = parts.append
     length: int | None = None
+    names = _NAMES
     for name, value in raw_headers:
-        lower = name.lower()
-        if lower in RESPONSE_HOP_BY_HOP or lower.startswith(b"x-gateway-"):
+        action, lower = names.get(name) or _judge_name(name)
+        if action == _DROP or (named and lower in named):
             continue
-        if named and lower in named:
-            continue
-        if lower == b"content-length":
-            if upstream_chunked:
-                continue
-            with contextlib.suppress(ValueError):
-                length = int(value)
-        parts += (name, b": ", value, b"\r\n")
+        if action == _LENGTH:
+            length = int(value)  # the strict reader took one, of decimal digits only
+        append(name)
+        append(b": ")
+        append(value)
+        append(b"\r\n")
     keep_alive = head.keep_alive
     chunked = False
-    if length is None and has_body(head.method, status):
+    if length is None and has_body(head.method, response.status):
         if head.version == "HTTP/1.1":
             chunked = True
-            parts.append(b"Transfer-Encoding: chunked\r\n")
+            append(b"Transfer-Encoding: chunked\r\n")
         else:
             keep_alive = False
     if not keep_alive:
-        parts.append(b"Connection: close\r\n")
+        append(b"Connection: close\r\n")
     elif head.version == "HTTP/1.0":
-        parts.append(b"Connection: keep-alive\r\n")
-    parts.append(b"\r\n")
+        append(b"Connection: keep-alive\r\n")
+    append(b"\r\n")
     return b"".join(parts), keep_alive, chunked, length
 
 
 @functools.lru_cache(maxsize=64)  # the usual few phrases, cleaned once
-def _reason_phrase(reason: str | None) -> bytes:
-    text = (reason or "").encode("latin-1", "replace")
-    return bytes(b for b in text if 0x20 <= b < 0x7F or b == 0x09)[:100] or b"-"
+def _reason_phrase(reason: bytes) -> bytes:
+    return bytes(b for b in reason if 0x20 <= b < 0x7F or b == 0x09)[:100] or b"-"
 
 
 def plain_response(

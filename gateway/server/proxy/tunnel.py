@@ -12,14 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gateway.errors import AuditWriteError
 from gateway.limits import Lease
-from gateway.policy.addresses import IPAddress
-from gateway.policy.engine import Decision
-from gateway.policy.model import Policy
-from gateway.policy.urls import Target
+from gateway.runtime import ClientIdentity
 from gateway.server.proxy.ports import ClientSide, ProxyHost
 from gateway.server.proxy.splice import SPLICE_AVAILABLE, SplicePump
 from gateway.server.proxy.tls_hello import (
@@ -28,11 +25,7 @@ from gateway.server.proxy.tls_hello import (
     NotTLSError,
     parse_client_hello,
 )
-from gateway.tools import forward
-from gateway.tools.records import tunnel_close_record
-
-if TYPE_CHECKING:
-    from gateway.runtime import ClientIdentity
+from gateway.tools.forward import ProxyCall, Verdict
 
 log = logging.getLogger("gateway.proxy")
 
@@ -91,10 +84,9 @@ class Tunnel:
         "conn",
         "upstream",
         "upstream_transport",
-        "event_id",
+        "call",
         "client",
-        "policy",
-        "target",
+        "verdict",
         "ip",
         "lease",
         "verified",
@@ -118,11 +110,10 @@ class Tunnel:
         conn: ClientSide,
         upstream: UpstreamSide,
         upstream_transport: asyncio.Transport,
-        event_id: str,
+        call: ProxyCall,
         client: ClientIdentity | None,
-        policy: Policy,
-        target: Target,
-        ip: IPAddress,
+        verdict: Verdict,
+        ip: str,
         lease: Lease,
         require_tls: bool,
     ) -> None:
@@ -130,10 +121,9 @@ class Tunnel:
         self.conn = conn
         self.upstream = upstream
         self.upstream_transport = upstream_transport
-        self.event_id = event_id
+        self.call = call
         self.client = client
-        self.policy = policy
-        self.target = target
+        self.verdict = verdict
         self.ip = ip
         self.lease = lease
         self.verified = not require_tls
@@ -341,15 +331,13 @@ class Tunnel:
     def _judge_start(self, *, not_tls: str | None = None, server_name: str | None = None) -> bool:
         """The use case's verdict on the first bytes; a refusal closes the tunnel. True when
         they may pass."""
-        decision = forward.decide_tunnel_start_bytes(
-            self.policy, self.target.host, not_tls=not_tls, server_name=server_name
-        )
-        if decision.allowed:
+        verdict = self.verdict.tunnel_start(not_tls=not_tls, server_name=server_name)
+        if verdict.allowed:
             return True
-        self.close(str(decision.reason), decision)
+        self.close(verdict.code, verdict)
         return False
 
-    def close(self, end: str, tls_decision: Decision | None = None) -> None:
+    def close(self, end: str, tls: Verdict | None = None) -> None:
         """End the tunnel once: both sides closed, one `tunnel_close` record, lease back."""
         if self.closed:
             return
@@ -360,27 +348,27 @@ class Tunnel:
         self.proxy.tunnels.discard(self)
         if self.pump is not None:
             self.pump.stop()
-        abort = tls_decision is not None
+        abort = tls is not None
         for transport in (self.conn.transport, self.upstream_transport):
             if transport is not None and not transport.is_closing():
                 transport.abort() if abort else transport.close()
         duration_ms = int((time.monotonic() - self.started) * 1000)
-        record = tunnel_close_record(
-            event_id=self.event_id,
-            client_id=self.client.id if self.client else None,
-            policy=self.policy,
+        record = self.call.tunnel_close(
+            self.verdict,
             end=end,
             duration_ms=duration_ms,
             bytes_up=self.bytes_up,
             bytes_down=self.bytes_down,
-            destination={"domain": self.target.host, "ip": str(self.ip), "port": self.target.port},
-            tls_decision=tls_decision,
+            ip=self.ip,
+            tls=tls,
         )
         try:
             self.proxy.audit(record)
         except AuditWriteError:
-            log.error("could not write a tunnel_close record", extra={"event_id": self.event_id})
+            log.error(
+                "could not write a tunnel_close record", extra={"event_id": self.call.event_id}
+            )
         self.proxy.spawn(self.lease.release())
 
     def status(self) -> dict[str, Any]:
-        return {"host": self.target.host, "up": self.bytes_up, "down": self.bytes_down}
+        return {"host": self.verdict.host, "up": self.bytes_up, "down": self.bytes_down}

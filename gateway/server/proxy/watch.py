@@ -24,7 +24,7 @@ class IdleWatch:
         self.streaming = False  # the response head went out
 
     def start(self) -> None:
-        self.task = asyncio.current_task()
+        self.task = asyncio.current_task(self.loop)  # given the loop: no getpid(2)
         self.last = self.loop.time()
         self.fired = self.streaming = False
         if self.timer is None:

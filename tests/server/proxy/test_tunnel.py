@@ -456,9 +456,9 @@ async def test_a_client_that_resets_while_its_tunnel_opens_leaves_a_record(
 ) -> None:
     """The policy allowed the CONNECT; the client went away before the upstream connection
     was open: the decision is on record (allow, `client_error`), with no 200 and no tunnel."""
-    from gateway.server.proxy import exchange as proxy_exchange
+    from gateway.tools import forward_traffic as forward
 
-    real_open = proxy_exchange.open_tunnel
+    real_open = forward.open_tunnel
 
     async def open_slowly(*args, **kwargs):
         opened = await real_open(*args, **kwargs)
@@ -469,7 +469,7 @@ async def test_a_client_that_resets_while_its_tunnel_opens_leaves_a_record(
             raise
         return opened
 
-    monkeypatch.setattr(proxy_exchange, "open_tunnel", open_slowly)
+    monkeypatch.setattr(forward, "open_tunnel", open_slowly)
     env = await start_env(tmp_path, make_config)
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", env.port)
@@ -649,16 +649,16 @@ async def test_an_upstream_that_speaks_first_is_heard(
     when it arrived before the tunnel started (`late`: the hand-over waits a moment)."""
     banner = b"220 upstream ready\r\n"
     if handover == "late":
-        from gateway.server.proxy import exchange as proxy_exchange
+        from gateway.tools import forward_traffic as forward
 
-        real_open = proxy_exchange.open_tunnel
+        real_open = forward.open_tunnel
 
         async def open_late(*args, **kwargs):
             opened = await real_open(*args, **kwargs)
             await asyncio.sleep(0.1)  # the greeting lands in the meantime
             return opened
 
-        monkeypatch.setattr(proxy_exchange, "open_tunnel", open_late)
+        monkeypatch.setattr(forward, "open_tunnel", open_late)
 
     async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(banner)

@@ -1,7 +1,7 @@
 """One set of HTTP/1 limits for both response readers: each limit at its edge and one past
 it, sent by a scripted upstream all at once and byte by byte, read through the WebFetch
 client and through the forward proxy, with one outcome for all four; and the reader itself
-(`fetch.http1`) giving the same answer however a response is split."""
+(`wire.http1`) giving the same answer however a response is split."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.errors import UpstreamError
-from gateway.fetch import http1
 from gateway.fetch.client import Fetcher, FetchOptions
-from gateway.fetch.http1 import BadResponseError, ChunkedBody, ResponseFraming
 from gateway.fetch.resolver import parse_static_hosts
 from gateway.policy.engine import decide_url
 from gateway.policy.model import Limits, Timeouts
+from gateway.wire import http1
+from gateway.wire.http1 import BadResponseError, ChunkedBody, ResponseFraming
 from tests.policy.conftest import make_policy
 from tests.server.proxy.env import start_env
 from tests.upstream import ScriptedUpstream
@@ -446,3 +446,23 @@ def test_what_the_reader_accepts_aiohttp_reads_the_same_way(case) -> None:
     status, read, ended = asyncio.run(parse_with_aiohttp(accepted))
     assert ended and read == body, (wire, accepted)
     assert framing.spoiled == wire.endswith(b"EXTRA")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.binary(max_size=12).map(lambda b: b.replace(b"\r\n", b"")) | st.sampled_from(
+            [b"Content-Type: text/html", b"X:", b" folded", b"Bad Name: v", b"N:\tv\x7f", b"N: v\r"]
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_the_whole_head_check_agrees_with_the_line_check(lines: list[bytes]) -> None:
+    """A head's field lines are checked in one match (`_FIELDS`); it accepts exactly the heads
+    whose every line FIELD accepts, so the line-by-line refusals keep their meaning."""
+    block = b"\r\n".join(lines)
+    if b"\r\n" in b"".join(lines):  # a line holding a CRLF is two lines, not one
+        return
+    every_line = all(http1.FIELD.match(line) for line in block.split(b"\r\n"))
+    assert (http1._FIELDS.match(block) is not None) == every_line
