@@ -60,7 +60,7 @@ from common import (
     LoadGenerator,
     LoadResult,
     frame_name,  # noqa: F401
-    free_port,
+    free_ports,
     median,
     nginx_config,
     profile_counts,
@@ -361,9 +361,7 @@ def main() -> None:
                 parents=True, exist_ok=True
             )
             (folder / "www" / path.lstrip("/")).write_bytes(html)
-        nginx_port, gateway_port, bare_port, traf_port, text_port = (
-            free_port() for _ in range(5)
-        )
+        nginx_port, gateway_port, bare_port, traf_port, text_port = free_ports(5)
         nginx = start_nginx(children, folder, nginx_config(folder, nginx_port, tuning=NGINX_TUNING))
         config = gateway_files(folder, gateway_port, nginx_port)
         gateway = start_gateway(children, config, log=folder / "gateway.log")

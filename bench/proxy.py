@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402
     Children,
     free_port,
+    free_ports,
     median,
     percentile,
     profile_counts,
@@ -394,7 +395,7 @@ def start_gateway(
     comparison) with policy (10 domain rules, private-address guard) and audit on."""
     home = folder / name
     home.mkdir()
-    gw_port, gw_proxy = free_port(), free_port()
+    gw_port, gw_proxy = free_ports(2)
     allow = ", ".join([f'"{HOST}"'] + [f'"site{i}.example.org"' for i in range(9)])
     (home / "policy.yaml").write_text(
         textwrap.dedent(

@@ -45,7 +45,7 @@ from common import (
     Children,
     LoadGenerator,
     LoadResult,
-    free_port,
+    free_ports,
     median,
     nginx_config,
     rotated,
@@ -336,9 +336,8 @@ def main() -> None:
         folder.chmod(0o755)  # nginx workers may run as another user
         (folder / "www").mkdir()
         (folder / "www" / PAGE_PATH.lstrip("/")).write_bytes(small_page())
-        redis_port, page_port = free_port(), free_port()
-        replica_ports = [free_port() for _ in REPLICAS]
-        lb_ports = {ONE: free_port(), TWO: free_port()}
+        redis_port, page_port, lb_one, lb_two, *replica_ports = free_ports(4 + len(REPLICAS))
+        lb_ports = {ONE: lb_one, TWO: lb_two}
         redis = children.start(
             [redis_binary(), "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", str(folder)],

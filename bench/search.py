@@ -53,7 +53,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlencode
 
-from common import REPO, Children, free_port, median, percentile, rotated, wait_for_port
+from common import REPO, Children, free_port, free_ports, median, percentile, rotated, wait_for_port
 
 PROVIDER_HOST = "brave.bench.example"  # mapped to 127.0.0.1 by the gateway's resolver.hosts
 KEY_ENV = "BENCH_BRAVE_KEY"
@@ -463,7 +463,7 @@ def main() -> None:
         python = sys.executable
     try:
         with Children() as children:
-            provider_port, gateway_port = free_port(), free_port()
+            provider_port, gateway_port = free_ports(2)
             provider_process = children.start(
                 [python, str(Path(__file__).resolve()), "provider", "--port", str(provider_port)],
                 log=folder / "provider.log",

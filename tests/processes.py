@@ -23,10 +23,20 @@ import yaml
 STARTUP_TIMEOUT = 20.0
 
 
+# Ports already handed out in this run: a port just released may be the kernel's next pick,
+# and a test that takes two (a gateway's API and proxy ports) must never get the same twice.
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free loopback port never handed out before in this test run."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 class GatewayProcess:
