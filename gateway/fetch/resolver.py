@@ -23,6 +23,7 @@ from typing import Any
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from gateway.fetch.lookups import SYSTEM_LOOKUPS, SystemLookups
 from gateway.policy.addresses import IPAddress
 from gateway.policy.engine import Decision, decide_answer
 from gateway.policy.model import IPNetwork, Policy
@@ -151,8 +152,10 @@ class PolicyResolver(AbstractResolver):
         static_hosts: StaticHosts | None = None,
         own_addresses: Collection[tuple[IPNetwork, int]] = (),
         lookup_timeout: float = 5.0,
+        lookups: SystemLookups = SYSTEM_LOOKUPS,
     ) -> None:
         self._policy = policy
+        self._lookups = lookups
         self._static: StaticHosts = static_hosts if static_hosts is not None else {}
         self._own = own_addresses
         self._lookup_timeout = lookup_timeout
@@ -181,15 +184,14 @@ class PolicyResolver(AbstractResolver):
 
     async def lookup(self, name: str) -> list[IPAddress]:
         """The addresses of a normalised name: the static table first, else the system
-        resolver, always asked for the absolute name so search lists never apply."""
+        resolver (in threads of its own, gateway/fetch/lookups.py), always asked for the
+        absolute name so search lists never apply."""
         static = self._static.get(name)
         if static is not None:
             return list(static)
-        loop = asyncio.get_running_loop()
         try:
             infos = await asyncio.wait_for(
-                loop.getaddrinfo(name + ".", None, type=socket.SOCK_STREAM),
-                self._lookup_timeout,
+                self._lookups.getaddrinfo(name + "."), self._lookup_timeout
             )
         except (OSError, TimeoutError) as exc:
             hint = unresolved_hint(name, self._static)

@@ -35,6 +35,9 @@ DNS_HOST = "127.53.0.1"
 # One attempt, and a resolver timeout longer than the policy's connect timeout: a silent
 # server is given up on by the gateway (timeouts.connect), not by glibc.
 RESOLV_CONF = f"nameserver {DNS_HOST}\noptions timeout:3 attempts:1\n"
+# Silent names asked at once: more than the threads of the event loop's default executor on
+# a machine of up to 8 cores, which is where lookups once ran.
+SILENT_AT_ONCE = 12
 
 SCRIPT = {
     "rebind.example.com": [Step(("127.0.0.1",)), Step(("10.0.0.5",))],
@@ -48,6 +51,7 @@ SCRIPT = {
     "public.example.com": [Step(("93.184.216.34",))],
     "broken.example.com": [Step(rcode=SERVFAIL)],
     "silent.example.com": [Step(silent=True)],
+    **{f"s{i}.silent.example.com": [Step(silent=True)] for i in range(SILENT_AT_ONCE)},
 }
 
 
@@ -236,6 +240,44 @@ async def test_the_proxy_pins_and_refuses_the_same_way(dns, gateway, tmp_path) -
         assert answer.startswith(b"HTTP/1.1 403 ")
         assert b"X-Gateway-Reason: private_address" in answer
         assert b"X-Gateway-Rule: networks.block_private" in answer
+    finally:
+        serve.signal(signal.SIGTERM)
+        await serve.wait(20)
+
+
+async def test_names_that_never_answer_do_not_stall_other_lookups(dns, gateway, tmp_path) -> None:
+    """While many lookups wait on a server that never answers (each holding a thread until
+    glibc gives up, after the gateway has), a name that does answer is still looked up and
+    fetched: lookups run in threads of their own, more than a silent domain's few requests
+    can hold."""
+    proxy_port = free_port()
+    config = {
+        "policy": str(gateway.policy),
+        "audit": {"path": str(tmp_path / "audit" / "serve-{instance}.jsonl")},
+        "instance_id": "dns-silent",
+        "listen": {"proxy_port": proxy_port},
+    }
+    serve = GatewayProcess(tmp_path, config, prefix=namespaced(gateway.resolv))
+    await serve.start()
+    proxy = f"http://127.0.0.1:{proxy_port}"
+    silent = [f"s{i}.silent.example.com" for i in range(SILENT_AT_ONCE)]
+    try:
+        async with aiohttp.ClientSession() as session:
+
+            async def get(host: str) -> tuple[int, str]:
+                async with session.get(f"http://{host}:{gateway.port}/page", proxy=proxy) as r:
+                    return r.status, r.headers.get("X-Gateway-Reason", "")
+
+            stuck = [asyncio.ensure_future(get(host)) for host in silent]
+            for _ in range(1000):  # until the DNS server has been asked for every silent name
+                if all(dns.count(host) for host in silent):
+                    break
+                await asyncio.sleep(0.01)
+            queued = [host for host in silent if not dns.count(host)]
+            assert not queued, f"lookups queued behind silent ones, never asked: {queued}"
+            assert await get("good.example.com") == (200, "")
+            answers = await asyncio.gather(*stuck)
+        assert all(answer == (504, "upstream_timeout") for answer in answers), answers
     finally:
         serve.signal(signal.SIGTERM)
         await serve.wait(20)
