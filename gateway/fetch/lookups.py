@@ -14,6 +14,7 @@ behind answers that may never come (fail closed: the request is refused, not let
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
 from collections.abc import Callable
@@ -75,5 +76,13 @@ class SystemLookups:
             if self._in_flight.get(name) is future:
                 del self._in_flight[name]
 
+    def after_fork(self) -> None:
+        """In a forked child the pool's threads do not exist: start again with none, or its
+        lookups would wait for threads that will never take them."""
+        self._lock = threading.Lock()
+        self._in_flight = {}
+        self._executor = None
+
 
 SYSTEM_LOOKUPS = SystemLookups()
+os.register_at_fork(after_in_child=SYSTEM_LOOKUPS.after_fork)

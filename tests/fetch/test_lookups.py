@@ -6,13 +6,14 @@ an event, as getaddrinfo waits on a silent server), so threads are really held."
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import socket
 import threading
 from collections import Counter
 
 import pytest
 
-from gateway.fetch.lookups import AddrInfo, LookupsBusyError, SystemLookups
+from gateway.fetch.lookups import SYSTEM_LOOKUPS, AddrInfo, LookupsBusyError, SystemLookups
 
 
 class BlockingResolver:
@@ -104,3 +105,25 @@ async def test_a_failed_lookup_is_raised_to_every_waiter_and_frees_its_thread() 
     )
     assert all(isinstance(result, socket.gaierror) for result in results)
     assert lookups.busy == 0
+
+
+def _look_up_localhost_literal(answers: multiprocessing.Queue) -> None:
+    answers.put(asyncio.run(SYSTEM_LOOKUPS.getaddrinfo("127.0.0.1"))[0][4][0])
+
+
+async def test_a_forked_child_looks_up_with_threads_of_its_own() -> None:
+    """The parent's pool has threads (and a lookup held in one); a forked child's lookup must
+    not wait for threads that do not exist in it."""
+    assert (await SYSTEM_LOOKUPS.getaddrinfo("127.0.0.1"))[0][4][0] == "127.0.0.1"
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+    child = context.Process(target=_look_up_localhost_literal, args=(answers,), daemon=True)
+    child.start()
+    try:
+        assert await asyncio.to_thread(answers.get, True, 20) == "127.0.0.1"
+    finally:
+        await asyncio.to_thread(child.join, 5)
+        if child.is_alive():  # its lookup never ran: end it, the test has failed
+            child.kill()
+            await asyncio.to_thread(child.join, 5)
+    assert child.exitcode == 0
