@@ -52,7 +52,11 @@ class SystemLookups:
     async def getaddrinfo(self, name: str) -> AddrInfo:
         """The system resolver's answer for `name`; cancelling the wait leaves the lookup
         running for any other waiter (and its thread counted until it returns)."""
-        return await asyncio.shield(asyncio.wrap_future(self._start(name)))
+        lookup = asyncio.wrap_future(self._start(name))
+        # A waiter that gave up leaves this future behind: read its outcome, so a failure
+        # nobody awaits any more is not logged as an exception never retrieved.
+        lookup.add_done_callback(_read_outcome)
+        return await asyncio.shield(lookup)
 
     def _start(self, name: str) -> Future[AddrInfo]:
         with self._lock:
@@ -82,6 +86,11 @@ class SystemLookups:
         self._lock = threading.Lock()
         self._in_flight = {}
         self._executor = None
+
+
+def _read_outcome(future: asyncio.Future[AddrInfo]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 SYSTEM_LOOKUPS = SystemLookups()

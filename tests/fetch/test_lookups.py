@@ -6,6 +6,7 @@ an event, as getaddrinfo waits on a silent server), so threads are really held."
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import socket
 import threading
@@ -127,3 +128,29 @@ async def test_a_forked_child_looks_up_with_threads_of_its_own() -> None:
             child.kill()
             await asyncio.to_thread(child.join, 5)
     assert child.exitcode == 0
+
+
+async def test_a_failure_nobody_waits_for_any_more_is_not_logged_as_unretrieved() -> None:
+    release = threading.Event()
+
+    def fail_later(name: str) -> AddrInfo:
+        release.wait(30)
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    loop = asyncio.get_running_loop()
+    unhandled: list[dict] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: unhandled.append(context))
+    try:
+        lookups = SystemLookups(fail_later, threads=2)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(lookups.getaddrinfo("gone.test."), 0.01)
+        release.set()
+        while lookups.busy:  # the thread returns with its failure
+            await asyncio.sleep(0.01)
+        for _ in range(3):  # the failure reaches the asyncio future left behind
+            await asyncio.sleep(0)
+        gc.collect()
+    finally:
+        loop.set_exception_handler(previous)
+    assert unhandled == []

@@ -10,11 +10,13 @@ Needs root (the suite runs as root inside `unshare -n`): binding port 53 and `un
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
 import sys
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +109,25 @@ class Gateway:
         out, err = await asyncio.wait_for(process.communicate(), 60)
         assert process.returncode in (0, 1), err.decode()
         return process.returncode, orjson.loads(out)
+
+    @contextlib.asynccontextmanager
+    async def serving(self, instance: str) -> AsyncIterator[int]:
+        """`gateway serve` in its own mount namespace with the scripted resolv.conf; yields
+        its forward proxy's port."""
+        proxy_port = free_port()
+        config = {
+            "policy": str(self.policy),
+            "audit": {"path": str(self.tmp_path / "audit" / "serve-{instance}.jsonl")},
+            "instance_id": instance,
+            "listen": {"proxy_port": proxy_port},
+        }
+        serve = GatewayProcess(self.tmp_path, config, prefix=namespaced(self.resolv))
+        await serve.start()
+        try:
+            yield proxy_port
+        finally:
+            serve.signal(signal.SIGTERM)
+            await serve.wait(20)
 
     def records(self) -> list[dict[str, Any]]:
         lines = self.audit.read_bytes().splitlines()
@@ -201,19 +222,10 @@ async def test_a_public_answer_is_allowed_then_fails_to_connect(dns, gateway) ->
     assert dns.count("public.example.com") == 1
 
 
-async def test_the_proxy_pins_and_refuses_the_same_way(dns, gateway, tmp_path) -> None:
+async def test_the_proxy_pins_and_refuses_the_same_way(dns, gateway) -> None:
     """`gateway serve` in the namespace: the forward proxy's plain-HTTP path and CONNECT
     resolve through the same real DNS server and are decided the same way."""
-    proxy_port = free_port()
-    config = {
-        "policy": str(gateway.policy),
-        "audit": {"path": str(tmp_path / "audit" / "serve-{instance}.jsonl")},
-        "instance_id": "dns-serve",
-        "listen": {"proxy_port": proxy_port},
-    }
-    serve = GatewayProcess(tmp_path, config, prefix=namespaced(gateway.resolv))
-    await serve.start()
-    try:
+    async with gateway.serving("dns-serve") as proxy_port:
         proxy = f"http://127.0.0.1:{proxy_port}"
         url = f"http://rebind.example.com:{gateway.port}/page"
         async with aiohttp.ClientSession() as session:
@@ -240,28 +252,16 @@ async def test_the_proxy_pins_and_refuses_the_same_way(dns, gateway, tmp_path) -
         assert answer.startswith(b"HTTP/1.1 403 ")
         assert b"X-Gateway-Reason: private_address" in answer
         assert b"X-Gateway-Rule: networks.block_private" in answer
-    finally:
-        serve.signal(signal.SIGTERM)
-        await serve.wait(20)
 
 
-async def test_names_that_never_answer_do_not_stall_other_lookups(dns, gateway, tmp_path) -> None:
+async def test_names_that_never_answer_do_not_stall_other_lookups(dns, gateway) -> None:
     """While many lookups wait on a server that never answers (each holding a thread until
     glibc gives up, after the gateway has), a name that does answer is still looked up and
     fetched: lookups run in threads of their own, more than a silent domain's few requests
     can hold."""
-    proxy_port = free_port()
-    config = {
-        "policy": str(gateway.policy),
-        "audit": {"path": str(tmp_path / "audit" / "serve-{instance}.jsonl")},
-        "instance_id": "dns-silent",
-        "listen": {"proxy_port": proxy_port},
-    }
-    serve = GatewayProcess(tmp_path, config, prefix=namespaced(gateway.resolv))
-    await serve.start()
-    proxy = f"http://127.0.0.1:{proxy_port}"
     silent = [f"s{i}.silent.example.com" for i in range(SILENT_AT_ONCE)]
-    try:
+    async with gateway.serving("dns-silent") as proxy_port:
+        proxy = f"http://127.0.0.1:{proxy_port}"
         async with aiohttp.ClientSession() as session:
 
             async def get(host: str) -> tuple[int, str]:
@@ -278,6 +278,3 @@ async def test_names_that_never_answer_do_not_stall_other_lookups(dns, gateway, 
             assert await get("good.example.com") == (200, "")
             answers = await asyncio.gather(*stuck)
         assert all(answer == (504, "upstream_timeout") for answer in answers), answers
-    finally:
-        serve.signal(signal.SIGTERM)
-        await serve.wait(20)
