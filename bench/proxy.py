@@ -51,6 +51,23 @@ from common import (  # noqa: E402
 
 HOST = "bench.example.com"
 CURL = shutil.which("curl")  # the CONNECT load, as measured in the research note
+WRK = shutil.which("wrk")  # `--load wrk`: the absolute-form load as the research note made it
+# wrk asks the proxy for an absolute-form URL through this script, and prints its summary as
+# one JSON line (wrk's own text report is for people). Read errors are not failures: wrk
+# counts one when a peer closes after its response (tinyproxy, every time), and reconnects,
+# as the asyncio load does.
+WRK_SCRIPT = """\
+wrk.method = "GET"
+wrk.path = os.getenv("WRK_TARGET_URL")
+wrk.headers["Host"] = os.getenv("WRK_TARGET_HOST")
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    '{"requests":%d,"duration_us":%d,"non2xx":%d,"errors":%d,"p50":%f,"p99":%f}\\n',
+    summary.requests, summary.duration, e.status, e.connect + e.write + e.timeout,
+    latency:percentile(50) / 1000, latency:percentile(99) / 1000))
+end
+"""
 PAGE = 100 * 1024
 BIG = 1024 * 1024
 # The absolute-form cells' pages: a small one (an API call, a package index entry) and a page.
@@ -627,6 +644,13 @@ def main() -> None:
         default=["1k", "100k"],
         help="the absolute-form pages measured (default both)",
     )
+    parser.add_argument(
+        "--load",
+        choices=("asyncio", "wrk"),
+        default="asyncio",
+        help="the absolute-form load generator: this script's asyncio client, or wrk (Debian:"
+        " apt-get install -y wrk) with a Lua script, as the research note measured",
+    )
     parser.add_argument("--tunnel-requests", type=int, default=100)
     parser.add_argument("--idle", type=int, default=1000)
     parser.add_argument("--quick", action="store_true", help="tiny run (tests, smoke)")
@@ -662,6 +686,8 @@ def main() -> None:
     if args.quick:
         args.rounds, args.requests, args.tunnel_requests, args.idle = 1, 100, 5, 50
         args.duration = 0
+    if args.load == "wrk" and WRK is None:
+        sys.exit("wrk not found: apt-get install -y wrk")
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not os.access(nginx, os.X_OK):
         sys.exit(f"nginx not found: {HINT_DEBIAN}")
@@ -773,17 +799,72 @@ def http_cell(
     }
     if args.duration:
         command["duration"] = args.duration
-    answer = load.ask(command)
+    answer = (
+        wrk_load(target, nginx_port, args, size, concurrency)
+        if args.load == "wrk"
+        else load.ask(command)
+    )
     cpu = tree_cpu_seconds(target.pid) - cpu_before
     key = "" if size == "100k" else f"{size}_"
     cells.setdefault(f"cpu_{key}c{concurrency}", []).append(1000 * cpu / answer["sent"])
-    rps = len(answer["latencies"]) / answer["seconds"]
-    cells.setdefault(f"rps_{key}c{concurrency}", []).append(rps)
+    completed = answer.get("completed", len(answer.get("latencies", ())))
+    cells.setdefault(f"rps_{key}c{concurrency}", []).append(completed / answer["seconds"])
     for q in (50, 99):
-        cells.setdefault(f"p{q}_{key}c{concurrency}", []).append(
-            percentile(answer["latencies"], q)
-        )
+        value = answer.get(f"p{q}") or percentile(answer["latencies"], q)
+        cells.setdefault(f"p{q}_{key}c{concurrency}", []).append(value)
     cells.setdefault(f"fail_{key}c{concurrency}", []).append(answer["failures"])
+
+
+def wrk_load(
+    target: Target, nginx_port: int, args: Any, size: str, concurrency: int
+) -> dict[str, Any]:
+    """One cell under wrk (`-t1` at c=1, `-t2` above, as in the research note): a one-second
+    warmup run, then the timed run; the answer has the shape of the asyncio load's."""
+    assert WRK is not None
+    script = Path(tempfile.gettempdir()) / f"bench-proxy-wrk-{os.getpid()}.lua"
+    script.write_text(WRK_SCRIPT)
+    path = PAGES[size][0]
+    env = dict(os.environ, WRK_TARGET_URL=path, WRK_TARGET_HOST="127.0.0.1")
+    if target.proxy:
+        authority = f"{target.host}:{nginx_port}"
+        env.update(WRK_TARGET_URL=f"http://{authority}{path}", WRK_TARGET_HOST=authority)
+    threads = "1" if concurrency == 1 else "2"
+
+    def run(seconds: float) -> dict[str, Any]:
+        done = subprocess.run(
+            [
+                WRK,
+                "-t",
+                threads,
+                "-c",
+                str(concurrency),
+                "-d",
+                f"{seconds:g}s",
+                "-s",
+                str(script),
+                f"http://127.0.0.1:{target.port}/",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=seconds + 30,
+            check=True,
+        )
+        line = [x for x in done.stdout.splitlines() if x.startswith("{")][-1]
+        summary: dict[str, Any] = json.loads(line)
+        return summary
+
+    warm = run(1)
+    timed = run(args.duration or 5)
+    seconds = timed["duration_us"] / 1e6
+    return {
+        "completed": timed["requests"],
+        "p50": timed["p50"],  # wrk keeps percentiles, not each request's latency
+        "p99": timed["p99"],
+        "failures": timed["non2xx"] + timed["errors"],
+        "seconds": seconds,
+        "sent": warm["requests"] + timed["requests"],
+    }
 
 
 def measure_idle(
@@ -933,7 +1014,9 @@ def report(
                 )
         if "aiohttp-relay" in results:
             ref = med("aiohttp-relay", "rps_c64")
-            verdict(f"100 KB c=64 >= 0.9x the bare aiohttp relay ({g64 / ref:.2f}x)", g64 >= 0.9 * ref)
+            verdict(
+                f"100 KB c=64 >= 0.9x the bare aiohttp relay ({g64 / ref:.2f}x)", g64 >= 0.9 * ref
+            )
             by_cpu = med("aiohttp-relay", "cpu_c64") / med("gateway", "cpu_c64")
             print(f"by CPU per request, the gateway does {by_cpu:.2f}x the bare relay's req/s")
     small_verdicts(results, args.sizes, verdict, med)
