@@ -8,7 +8,6 @@ reads. docs/http1-limits.md has them as one table. Pure: no sockets, no asyncio.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from gateway.errors import UpstreamError
 
@@ -29,6 +28,16 @@ FIELD = re.compile(rb"(%b):(%b)\Z" % (_TOKEN, _VALUE))
 # Every field line of a head at once, each as FIELD reads it (a value holds no CR or LF, so
 # each line ends at its CRLF): one match per head instead of one per line.
 _FIELDS = re.compile(rb"(?:%b:%b\r\n)*%b:%b\Z" % (_TOKEN, _VALUE, _TOKEN, _VALUE))
+# The usual head (one under MAX_LINE bytes: no line too long, not too many lines) is read in
+# two C calls: the whole of it checked at once, a status line and FIELD lines, then the three
+# fields its framing depends on picked out. Its other fields are split only when asked for.
+_HEAD = re.compile(
+    rb"HTTP/1\.([01]) ([1-5][0-9]{2})(?: (%b))?(?:\r\n%b:%b)*\Z" % (_VALUE, _TOKEN, _VALUE)
+)
+_FRAMING = re.compile(
+    rb"\r\n(content-length|transfer-encoding|connection):([^\r\n]*)", re.IGNORECASE
+)
+_NO_TOKENS: frozenset[bytes] = frozenset()
 _DIGITS = re.compile(rb"[0-9]{1,18}\Z")
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,15}\Z")
 # Chunk extensions as RFC 9112 7.1.1 writes them, without the optional white space and with
@@ -62,15 +71,63 @@ def unfinished_head_problem(
     return None
 
 
-@dataclass(frozen=True, slots=True)
 class ResponseHead:
-    status: int
-    reason: bytes
-    version: str  # "HTTP/1.1" | "HTTP/1.0"
-    headers: tuple[tuple[bytes, bytes], ...]  # as received, values trimmed
-    content_length: int | None
-    chunked: bool
-    keep_alive: bool  # the upstream allows another request on this connection
+    """A response head the strict reader accepted. `raw` is the head as received (without its
+    blank line), `raw[fields_at:]` its field lines, each after its CRLF; `headers` are those
+    lines as (name, value) pairs, values trimmed, split only when asked for."""
+
+    __slots__ = (
+        "status",
+        "reason",
+        "version",
+        "content_length",
+        "declared_length",
+        "chunked",
+        "keep_alive",
+        "connection_tokens",
+        "raw",
+        "fields_at",
+        "_headers",
+    )
+
+    def __init__(
+        self,
+        *,
+        status: int,
+        reason: bytes,
+        version: str,
+        content_length: int | None,
+        declared_length: int | None,
+        chunked: bool,
+        keep_alive: bool,
+        connection_tokens: frozenset[bytes],
+        raw: bytes,
+        fields_at: int,
+        headers: tuple[tuple[bytes, bytes], ...] | None = None,
+    ) -> None:
+        self.status = status
+        self.reason = reason
+        self.version = version  # "HTTP/1.1" | "HTTP/1.0"
+        self.content_length = content_length  # of the body: 0 for a status or method without
+        self.declared_length = declared_length  # what the Content-Length field said, if any
+        self.chunked = chunked
+        self.keep_alive = keep_alive  # the upstream allows another request on this connection
+        self.connection_tokens = connection_tokens  # the Connection field's, lower-cased
+        self.raw = raw
+        self.fields_at = fields_at
+        self._headers = headers
+
+    @property
+    def headers(self) -> tuple[tuple[bytes, bytes], ...]:
+        if self._headers is None:
+            fields = self.raw[self.fields_at + 2 :].split(b"\r\n") if self.has_fields else []
+            pairs = (line.partition(b":") for line in fields)
+            self._headers = tuple((name, value.strip(b" \t")) for name, _, value in pairs)
+        return self._headers
+
+    @property
+    def has_fields(self) -> bool:
+        return self.fields_at < len(self.raw)
 
     @property
     def framing(self) -> int:
@@ -83,6 +140,29 @@ class ResponseHead:
 
 def parse_response_head(raw: bytes, method: str) -> ResponseHead:
     """A response head without its final blank line; raises BadResponseError."""
+    if len(raw) <= MAX_LINE:
+        status_line = _HEAD.match(raw)
+        if status_line is not None and raw.count(b"\r\n") <= MAX_HEADERS:
+            lengths: list[bytes] = []
+            codings: list[bytes] = []
+            options: list[bytes] = []
+            for name, value in _FRAMING.findall(raw):
+                lower = name.lower()
+                value = value.strip(b" \t")
+                if lower == b"content-length":
+                    lengths.append(value)
+                elif lower == b"transfer-encoding":
+                    codings.append(value)
+                else:
+                    options.append(value)
+            fields_at = raw.find(b"\r\n")
+            fields_at = len(raw) if fields_at < 0 else fields_at
+            return _framed(raw, fields_at, status_line, None, lengths, codings, options, method)
+    return _any_head(raw, method)
+
+
+def _any_head(raw: bytes, method: str) -> ResponseHead:
+    """Any head, line by line: says which limit or rule it breaks."""
     if len(raw) > MAX_HEAD:
         raise BadResponseError(f"the upstream's response head is over {MAX_HEAD} bytes")
     lines = raw.split(b"\r\n")
@@ -96,8 +176,6 @@ def parse_response_head(raw: bytes, method: str) -> ResponseHead:
     status_line = _STATUS.match(lines[0])
     if status_line is None:
         raise BadResponseError("the upstream's status line is not HTTP/1.x NNN reason")
-    version = "HTTP/1.1" if status_line[1] == b"1" else "HTTP/1.0"
-    status = int(status_line[2])
     headers = []
     lengths: list[bytes] = []
     codings: list[bytes] = []
@@ -119,6 +197,23 @@ def parse_response_head(raw: bytes, method: str) -> ResponseHead:
                 codings.append(value)
             elif lower == b"connection":
                 options.append(value)
+    fields = tuple(headers)
+    return _framed(raw, len(lines[0]), status_line, fields, lengths, codings, options, method)
+
+
+def _framed(
+    raw: bytes,
+    fields_at: int,
+    status_line: re.Match[bytes],
+    headers: tuple[tuple[bytes, bytes], ...] | None,
+    lengths: list[bytes],
+    codings: list[bytes],
+    options: list[bytes],
+    method: str,
+) -> ResponseHead:
+    """The head, framed by its Content-Length, Transfer-Encoding and Connection values."""
+    version = "HTTP/1.1" if status_line[1] == b"1" else "HTTP/1.0"
+    status = int(status_line[2])
     if lengths and codings:
         raise BadResponseError("the upstream sent both Content-Length and Transfer-Encoding")
     content_length = None
@@ -128,19 +223,35 @@ def parse_response_head(raw: bytes, method: str) -> ResponseHead:
         if not _DIGITS.match(lengths[0]):
             raise BadResponseError("the upstream's Content-Length is not a decimal number")
         content_length = int(lengths[0])
+    declared_length = content_length
     chunked = False
     if codings:
         if [c.strip().lower() for c in b",".join(codings).split(b",")] != [b"chunked"]:
             raise BadResponseError("the upstream used a transfer coding other than chunked")
         chunked = True
-    tokens = {t.strip().lower() for v in options for t in v.split(b",")}
+    if not options:
+        tokens = _NO_TOKENS
+    elif len(options) == 1 and b"," not in options[0]:  # the usual `keep-alive` or `close`
+        tokens = frozenset((options[0].lower(),))
+    else:
+        tokens = frozenset(t.strip().lower() for v in options for t in v.split(b","))
     keep_alive = version == "HTTP/1.1" and b"close" not in tokens
     if not has_body(method, status):
         content_length, chunked = 0, False
     elif content_length is None and not chunked:
         keep_alive = False  # the body ends when the connection does
     return ResponseHead(
-        status, status_line[3] or b"", version, tuple(headers), content_length, chunked, keep_alive
+        status=status,
+        reason=status_line[3] or b"",
+        version=version,
+        content_length=content_length,
+        declared_length=declared_length,
+        chunked=chunked,
+        keep_alive=keep_alive,
+        connection_tokens=tokens,
+        raw=raw,
+        fields_at=fields_at,
+        headers=headers,
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+from typing import Any
 
 import aiohttp
 import pytest
@@ -451,7 +452,8 @@ def test_what_the_reader_accepts_aiohttp_reads_the_same_way(case) -> None:
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
-        st.binary(max_size=12).map(lambda b: b.replace(b"\r\n", b"")) | st.sampled_from(
+        st.binary(max_size=12).map(lambda b: b.replace(b"\r\n", b""))
+        | st.sampled_from(
             [b"Content-Type: text/html", b"X:", b" folded", b"Bad Name: v", b"N:\tv\x7f", b"N: v\r"]
         ),
         min_size=1,
@@ -466,3 +468,70 @@ def test_the_whole_head_check_agrees_with_the_line_check(lines: list[bytes]) -> 
         return
     every_line = all(http1.FIELD.match(line) for line in block.split(b"\r\n"))
     assert (http1._FIELDS.match(block) is not None) == every_line
+
+
+def _head_outcome(read: Any, raw: bytes) -> tuple[Any, ...]:
+    try:
+        head = read(raw, "GET")
+    except BadResponseError as exc:
+        return ("refused", str(exc))
+    return (
+        head.status,
+        head.reason,
+        head.version,
+        head.headers,
+        head.content_length,
+        head.declared_length,
+        head.chunked,
+        head.keep_alive,
+        head.connection_tokens,
+        head.raw[head.fields_at :],
+    )
+
+
+_FIELD_LINES = st.sampled_from(
+    [
+        b"Content-Length: 12",
+        b"content-length:12  ",
+        b"Content-Length: 1x",
+        b"Transfer-Encoding: chunked",
+        b"TRANSFER-ENCODING:\tgzip, chunked",
+        b"Connection: keep-alive",
+        b"Connection: close, X-Extra",
+        b"connection:",
+        b"Server: nginx/1.22.1",
+        b"X-Gateway-Reason: forged",
+        b"X-Content-Length: 5",
+        b"N:\tv\x7f",
+        b" folded",
+        b"Bad Name: v",
+        b"E:",
+    ]
+) | st.binary(max_size=10)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.sampled_from([b"HTTP/1.1 200 OK", b"HTTP/1.0 204", b"HTTP/1.1 304 ", b"HTTP/1.1 099 x"]),
+    st.lists(_FIELD_LINES, max_size=6),
+)
+def test_the_usual_head_reads_as_the_line_by_line_reader_reads_it(
+    status: bytes, lines: list[bytes]
+) -> None:
+    """Heads under MAX_LINE take a two-match path; it gives the same head, or the same
+    refusal, as the reader that goes line by line (which says which rule a head breaks)."""
+    raw = b"\r\n".join([status, *lines])
+    fast = _head_outcome(http1.parse_response_head, raw)
+    slow = _head_outcome(http1._any_head, raw)
+    if fast[0] == "refused" and slow[0] == "refused":
+        return  # both refuse; the message may name the first rule the other path checks
+    assert fast == slow, raw
+
+
+def test_a_head_over_the_line_limit_is_read_line_by_line() -> None:
+    long_value = b"v" * (http1.MAX_LINE - 10)
+    raw = b"HTTP/1.1 200 OK\r\nA: " + long_value + b"\r\nContent-Length: 3"
+    head = http1.parse_response_head(raw, "GET")
+    assert head.content_length == 3 and head.headers[0] == (b"A", long_value)
+    with pytest.raises(BadResponseError, match="over"):
+        http1.parse_response_head(b"HTTP/1.1 200 OK\r\nA: " + b"v" * http1.MAX_LINE, "GET")

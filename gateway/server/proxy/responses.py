@@ -6,6 +6,7 @@ client. Pure: no sockets, no asyncio, no audit.
 from __future__ import annotations
 
 import functools
+import re
 
 from gateway.server.proxy.request import RequestHead
 from gateway.wire.http1 import ResponseHead, has_body
@@ -40,23 +41,31 @@ def one_line(text: str, limit: int = 400) -> str:
     return "".join(c if c.isprintable() else " " for c in text)[:limit]
 
 
-# What to do with an upstream header, by its name as sent: forward it, drop it (hop-by-hop,
-# X-Gateway-*), or read it as the Content-Length. Names repeat from response to response, so
-# each is lower-cased and judged once (bounded: past the cap, names are judged every time).
-_FORWARD, _DROP, _LENGTH = range(3)
+# What to do with an upstream header, by its name as sent: forward it or drop it (hop-by-hop,
+# X-Gateway-*). Names repeat from response to response, so each is lower-cased and judged
+# once (bounded: past the cap, names are judged every time).
+_FORWARD, _DROP = range(2)
 _NAMES: dict[bytes, tuple[int, bytes]] = {}
 _MAX_NAMES = 4096
 
 
 def _judge_name(name: bytes) -> tuple[int, bytes]:
     lower = name.lower()
-    if lower in RESPONSE_HOP_BY_HOP or lower.startswith(b"x-gateway-"):
-        judged = (_DROP, lower)
-    else:
-        judged = (_LENGTH if lower == b"content-length" else _FORWARD, lower)
+    judged = (
+        _DROP if lower in RESPONSE_HOP_BY_HOP or lower.startswith(b"x-gateway-") else _FORWARD,
+        lower,
+    )
     if len(_NAMES) < _MAX_NAMES:
         _NAMES[name] = judged
     return judged
+
+
+# The field lines never forwarded, each with the CRLF before it: what `_judge_name` drops.
+_DROPPED_LINES = re.compile(
+    rb"\r\n(?:%b|x-gateway-[!#$%%&'*+\-.^_`|~0-9A-Za-z]*):[^\r\n]*"
+    % b"|".join(re.escape(name) for name in sorted(RESPONSE_HOP_BY_HOP)),
+    re.IGNORECASE,
+)
 
 
 def response_head(
@@ -66,26 +75,18 @@ def response_head(
     framing chosen (the upstream's Content-Length, else chunked, else close-delimited).
     `response` was read by the strict reader: at most one Content-Length, and never one
     beside a Transfer-Encoding."""
-    raw_headers = response.headers
-    named: set[bytes] = set()
-    for name, value in raw_headers:
-        if len(name) == 10 and name.lower() == b"connection":
-            named.update(t.strip().lower() for t in value.split(b","))
-    named -= RESPONSE_HOP_BY_HOP  # dropped anyway: most often `keep-alive`, nothing left
-    parts = [b"HTTP/1.1 %d %b\r\n" % (response.status, _reason_phrase(response.reason))]
+    parts = [b"HTTP/1.1 %d %b" % (response.status, _reason_phrase(response.reason))]
     append = parts.append
-    length: int | None = None
-    names = _NAMES
-    for name, value in raw_headers:
-        action, lower = names.get(name) or _judge_name(name)
-        if action == _DROP or (named and lower in named):
-            continue
-        if action == _LENGTH:
-            length = int(value)  # the strict reader took one, of decimal digits only
-        append(name)
-        append(b": ")
-        append(value)
-        append(b"\r\n")
+    named = response.connection_tokens - RESPONSE_HOP_BY_HOP  # most often nothing is left
+    if named:  # the Connection field names end-to-end fields too: judged one by one
+        for name, value in response.headers:
+            action, lower = _NAMES.get(name) or _judge_name(name)
+            if action != _DROP and lower not in named:
+                append(b"\r\n%b: %b" % (name, value))
+    elif response.has_fields:  # the field lines as they came, less those never forwarded
+        append(_DROPPED_LINES.sub(b"", response.raw[response.fields_at :]))
+    append(b"\r\n")
+    length = response.declared_length
     keep_alive = head.keep_alive
     chunked = False
     if length is None and has_body(head.method, response.status):

@@ -195,3 +195,70 @@ def test_any_head_gets_an_answer_or_a_close_and_a_record(proxy, data, ending) ->
     if raw:
         assert raw.startswith(b"HTTP/1.1 ") and b"\r\n\r\n" in raw, raw[:200]
     assert proxy.record_count() > before, payload
+
+
+# --- the response head the client gets (pure) -------------------------------------------
+
+_UPSTREAM_FIELDS = st.sampled_from(
+    [
+        b"Server: nginx",
+        b"content-type:text/html  ",
+        b"Content-Length: 7",
+        b"Transfer-Encoding: chunked",
+        b"Connection: keep-alive",
+        b"Connection: close",
+        b"Connection: X-Secret, keep-alive",
+        b"X-Secret: a",
+        b"Keep-Alive: timeout=5",
+        b"TE: trailers",
+        b"Trailer: X-Sum",
+        b"Upgrade: h2c",
+        b"Proxy-Authenticate: Basic",
+        b"X-Gateway-Reason: forged",
+        b"x-gateway-:",
+        b"Tea: green",
+        b"X-Gateway: kept",
+        b'ETag: "abc"',
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(_UPSTREAM_FIELDS, max_size=7),
+    st.sampled_from(["GET", "HEAD"]),
+    st.sampled_from([b"HTTP/1.1", b"HTTP/1.0"]),
+)
+def test_the_client_gets_every_end_to_end_field_and_no_other(
+    lines: list[bytes], method: str, version: bytes
+) -> None:
+    """Forwarded as they came (the usual head) or judged one by one (a Connection field that
+    names other fields): either way exactly the end-to-end fields reach the client, in their
+    order, with the framing the proxy chose."""
+    from gateway.server.proxy.request import parse_request_head
+    from gateway.server.proxy.responses import RESPONSE_HOP_BY_HOP, response_head
+    from gateway.wire import http1
+
+    raw = b"\r\n".join([b"HTTP/1.1 200 OK", *lines])
+    try:
+        upstream = http1.parse_response_head(raw, method)
+    except http1.BadResponseError:
+        return
+    request = parse_request_head(
+        b"%b http://a.example/ %b\r\nHost: a.example" % (method.encode(), version)
+    )
+    out, keep_alive, chunked, length = response_head(upstream, request)
+    assert out.endswith(b"\r\n\r\n")
+    sent = list(http1._any_head(out[:-4], method).headers)
+    named = upstream.connection_tokens
+    expected = [
+        (name, value)
+        for name, value in upstream.headers
+        if name.lower() not in RESPONSE_HOP_BY_HOP | named
+        and not name.lower().startswith(b"x-gateway-")
+    ]
+    framing = [(n, v) for n, v in sent if n in (b"Transfer-Encoding", b"Connection")]
+    assert sent[: len(expected)] == expected and sent[len(expected) :] == framing
+    assert length == upstream.declared_length
+    assert chunked == (length is None and method != "HEAD" and version == b"HTTP/1.1")
+    assert (b"Connection", b"close") in framing or keep_alive
