@@ -221,6 +221,12 @@ class Verdict:
         """`proxy_limits.max_response_bytes`: the most body bytes relayed (None: no cap)."""
         return response_byte_cap(self.policy)
 
+    @property
+    def judges_content_types(self) -> bool:
+        """Whether `proxy_limits.content_types` judges a response head (else its fields are
+        never looked at)."""
+        return self.policy.proxy_limits.content_types is not None
+
     def too_large(self, length: int | None = None) -> ResponseTooLargeError:
         return too_large(self.policy, length)
 

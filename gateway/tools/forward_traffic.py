@@ -88,7 +88,7 @@ class ForwardTraffic:
     def response(self, verdict: Verdict, headers: Iterable[tuple[bytes, bytes]]) -> Verdict:
         """A response head with a body, under `proxy_limits.content_types`; `verdict`
         itself when the policy judges no type."""
-        if verdict.policy.proxy_limits.content_types is None:
+        if not verdict.judges_content_types:
             return verdict
         judged = decide_response_head(verdict.policy, _content_type(headers))
         if judged.allowed and judged.reason is None:

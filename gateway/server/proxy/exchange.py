@@ -280,7 +280,7 @@ class Exchange:
             out, keep_alive, chunked, length = response_head(response, head)
             has = has_body(head.method, response.status)
             cap = verdict.byte_cap
-            if has:
+            if has and verdict.judges_content_types:
                 # proxy_limits: judged on the head, before a byte of the body is relayed.
                 judged = proxy.traffic.response(verdict, response.headers)
                 if not judged.allowed:

@@ -1,5 +1,6 @@
-"""The proxy's strict request reader: the one-regex fast path for header lines accepts and
-reads exactly what the line-by-line checks do, and lookups by name see every spelling."""
+"""The proxy's strict request reader: the one-regex fast paths (for a header line, for a
+whole short head) accept and read exactly what the line-by-line checks do, and lookups by
+name see every spelling."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.server.proxy.request import BadRequestError, _header, parse_request_head
+from gateway.server.proxy.request import (
+    BadRequestError,
+    _any_head,
+    _header,
+    parse_request_head,
+)
 
 REQUEST_LINE = b"GET http://site.example.com/ HTTP/1.1"
 # Bytes that matter to a header line's grammar, and a few that do not.
@@ -39,6 +45,50 @@ def test_fast_path_agrees_with_the_line_checks(lines) -> None:
         )
         return
     assert list(head.headers) == expected
+
+
+def _read(parse: object, head: bytes) -> object:
+    try:
+        read = parse(head)  # type: ignore[operator]
+    except BadRequestError:
+        return "refused"
+    return (read.method, read.target, read.version, read.headers, read.fields,
+            read.content_length, read.chunked, read.keep_alive)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.sampled_from(
+        [
+            REQUEST_LINE,
+            b"HEAD http://a/ HTTP/1.0",
+            b"G@T / HTTP/1.1",
+            b"GET  / HTTP/1.1",
+            b"GET /\xe9 HTTP/1.1",
+            b"GET / HTTP/2.0",
+            b"POST http://a/x?y HTTP/1.1",
+        ]
+    ),  # fmt: skip
+    st.lists(
+        LINE_BYTES.filter(lambda b: b"\r" not in b and b"\n" not in b)
+        | st.sampled_from(
+            [
+                b"Content-Length: 3",
+                b"Transfer-Encoding: chunked",
+                b"Connection: close",
+                b"Proxy-Connection: keep-alive",
+                b"Host:  a.example \t",
+                b"Content-Length: x",
+            ]
+        ),  # fmt: skip
+        max_size=5,
+    ),
+)
+def test_a_short_head_reads_as_the_line_by_line_reader_reads_it(request_line, lines) -> None:
+    """A head under MAX_LINE is checked in one match and split as text; it reads the same,
+    or is refused the same, as line by line (which says which rule a head breaks)."""
+    head = b"\r\n".join([request_line, *lines])
+    assert _read(parse_request_head, head) == _read(_any_head, head)
 
 
 @pytest.mark.parametrize(
