@@ -132,6 +132,20 @@ def needs_nginx_and_curl() -> str | None:
     return needs_nginx() or (None if shutil.which("curl") else "curl is not installed")
 
 
+def check_proxy_under_wrk(output: str) -> None:
+    """`--load wrk`: the 1 KB cells come from wrk's own summary (its Lua script's JSON)."""
+    _, _, small = output.partition("forward proxy, 1 KB page")
+    rows = [line.split() for line in small.splitlines() if line.split()[:1] == ["gateway"]]
+    assert len(rows) == 1, output
+    c1, p50, c64, p99, cpu, fail = rows[0][1:]
+    assert float(c1) > 0 and float(c64) > 0 and float(p99) >= float(p50) > 0, rows
+    assert float(cpu) > 0 and fail == "0", rows
+
+
+def needs_nginx_curl_and_wrk() -> str | None:
+    return needs_nginx_and_curl() or (None if shutil.which("wrk") else "wrk is not installed")
+
+
 def needs_nginx_and_redis() -> str | None:
     if not shutil.which("redis-server"):
         return "redis-server is not installed (Debian redis-server)"
@@ -213,6 +227,13 @@ CASES = [
         check_proxy,
         needs_nginx_and_curl,
         id="proxy",
+    ),
+    pytest.param(
+        "proxy.py",
+        ["--quick", "--load", "wrk", "--only", "gateway", "--sizes", "1k", "--no-idle"],
+        check_proxy_under_wrk,
+        needs_nginx_curl_and_wrk,
+        id="proxy-wrk",
     ),
     pytest.param(
         "review.py",
