@@ -7,13 +7,16 @@ nginx directly; the gateway's proxy (`gateway serve --proxy-port`, policy and au
 a bare aiohttp relay and a bare asyncio CONNECT relay (yardsticks, no policy); squid,
 tinyproxy (Debian: `apt-get install -y nginx-light squid tinyproxy`) and proxy.py (PyPI:
 `pip install -e '.[bench]'` puts its `proxy` script beside the venv's python, or set
-PROXYPY to a `proxy` script elsewhere). Missing peers are skipped with that hint. The load generator is a raw
-asyncio client in its own process (wrk is not needed). Also `gateway-w2`, the gateway with
+PROXYPY to a `proxy` script elsewhere). Missing peers are skipped with that hint. The
+absolute-form load is a raw asyncio client in its own process, or with `--load wrk` wrk
+(Debian `wrk`) as the research note measured the peers: the asyncio client costs the box
+more per request, which favours the peers that spend least per request (squid). Also
+`gateway-w2`, the gateway with
 `listen.workers: 2` (and the redis-server workers need), and with `--baseline CHECKOUT` the
 gateway of another checkout (e.g. `git worktree add --detach ../base <commit>`) as
 `gateway-base`, for a before/after in one run. Every cell also reads the target's CPU.
 
-    .venv/bin/python bench/proxy.py [--rounds 3] [--requests 3000 | --duration 5]
+    .venv/bin/python bench/proxy.py [--rounds 3] [--requests 3000 | --duration 5] [--load wrk]
         [--sizes 1k 100k] [--idle 1000] [--quick] [--baseline CHECKOUT] [--workers 2]
         [--only NAME ...] [--no-idle] [--connect-only] [--profile [--profile-size 1k]]
 """
