@@ -107,18 +107,10 @@ def parse_request_head(head: bytes) -> RequestHead:
         request_line, *lines = head.decode("latin-1").split("\r\n")
         method, target, version = request_line.split(" ")
         headers = []
-        fields: dict[str, list[str]] = {}
         for line in lines:
             name, _, value = line.partition(":")
-            value = value.strip(" \t")
-            headers.append((name, value))
-            lower = name.lower()
-            values = fields.get(lower)
-            if values is None:
-                fields[lower] = [value]
-            else:
-                values.append(value)
-        return _framed(method, target, version, tuple(headers), fields)
+            headers.append((name, value.strip(" \t")))
+        return _framed(method, target, version, headers)
     return _any_head(head)
 
 
@@ -137,23 +129,14 @@ def _any_head(head: bytes) -> RequestHead:
     if breaks > MAX_HEADERS:
         raise BadRequestError(f"more than {MAX_HEADERS} header fields")
     headers = []
-    fields: dict[str, list[str]] = {}
     match_field = _FIELD.match
     for line in lines[1:]:
         matched = match_field(line)
         if matched is None:
-            name, value = _header(line)  # raises, saying why
+            headers.append(_header(line))  # raises, saying why
         else:
-            name = matched[1].decode("ascii")
-            value = matched[2].strip(b" \t").decode("latin-1")
-        headers.append((name, value))
-        lower = name.lower()
-        values = fields.get(lower)
-        if values is None:
-            fields[lower] = [value]
-        else:
-            values.append(value)
-    return _framed(method, target, version, tuple(headers), fields)
+            headers.append((matched[1].decode("ascii"), matched[2].strip(b" \t").decode("latin-1")))
+    return _framed(method, target, version, headers)
 
 
 def _request_line(line: bytes) -> tuple[str, str, str]:
@@ -182,13 +165,16 @@ def _header(line: bytes) -> tuple[str, str]:
     return name.decode("ascii"), value.decode("latin-1")
 
 
-def _framed(
-    method: str,
-    target: str,
-    version: str,
-    headers: tuple[tuple[str, str], ...],
-    fields: dict[str, list[str]],
-) -> RequestHead:
+def _framed(method: str, target: str, version: str, headers: list[tuple[str, str]]) -> RequestHead:
+    """The head of these header lines (names as sent, values trimmed), and its framing."""
+    fields: dict[str, list[str]] = {}
+    for name, value in headers:
+        lower = name.lower()
+        values = fields.get(lower)
+        if values is None:
+            fields[lower] = [value]
+        else:
+            values.append(value)
     lengths = fields.get("content-length")
     codings = fields.get("transfer-encoding")
     if lengths and codings:
@@ -216,7 +202,7 @@ def _framed(
     else:
         keep_alive = version == "HTTP/1.1"
     return RequestHead(
-        method, target, version, headers, content_length, chunked, keep_alive, fields
+        method, target, version, tuple(headers), content_length, chunked, keep_alive, fields
     )
 
 
