@@ -34,10 +34,12 @@ WORKER_MEMORY_BYTES = 2 << 30  # address space of one worker
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    document: Document
-    clean: Sanitized
-    text_utf8: bytes  # clean.text in UTF-8
-    text_sha256: str  # of text_utf8
+    """What a WebFetch answer needs of a body: only that crosses back from a worker (no
+    unsanitised text, no second copy of the text in UTF-8)."""
+
+    mode: str  # the mode extraction applied (Document.mode)
+    clean: Sanitized  # the sanitised text (its `utf8` left out)
+    text_sha256: str  # of clean.text in UTF-8
     title: str | None
     description: str | None
     headings: tuple[tuple[int, str], ...]
@@ -71,7 +73,12 @@ def prepare(
     same_as_body = data is body and bool(body_sha256)
     text_sha256 = body_sha256 if same_as_body else hashlib.sha256(data).hexdigest()
     return Prepared(
-        document, clean, data, text_sha256, title, description, headings,
+        document.mode,
+        Sanitized(clean.text, clean.marker_lookalikes, clean.invisible_chars),
+        text_sha256,
+        title,
+        description,
+        headings,
         extraction_summary(document),
     )
 
@@ -138,5 +145,3 @@ def _limit_worker() -> None:
         if hard != resource.RLIM_INFINITY:
             limit = min(hard, limit)
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-
-

@@ -246,8 +246,7 @@ SEARCH_RESPONSE = _object(
 )
 
 RESEARCH_PAGE = _object(
-    ["envelope", "title", "description", "headings", "content", "rank"], **_FETCH_FIELDS,
-    rank=_INT
+    ["envelope", "title", "description", "headings", "content", "rank"], **_FETCH_FIELDS, rank=_INT
 )
 RESEARCH_FAILED_PAGE = _object(
     ["url", "rank", "error"],

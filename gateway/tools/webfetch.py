@@ -41,7 +41,6 @@ from gateway.tools.extraction import (
     Prepared,
     prepare,
 )
-from gateway.tools.jsonwire import JsonText, json_literal
 from gateway.tools.records import tool_record
 from gateway.tools.registry import ToolSpec
 from gateway.tools.schema import FETCH_REQUEST, validate
@@ -82,7 +81,6 @@ class Page:
     extraction: dict[str, Any] | None
     text: str
     text_sha256: str  # of the whole text in UTF-8: a call for all of it needs no new hash
-    text_utf8: bytes  # the whole text in UTF-8: its JSON is written from these bytes
     marker_lookalikes: int
     invisible_chars: int
     decision: Decision
@@ -198,7 +196,10 @@ class WebFetchTool:
         try:
             result = await self._fetcher.fetch_traced(policy, trace, FetchOptions())
             prepared = await self._prepare(
-                result.body, result.content_type or "", mode, result.body_sha256,
+                result.body,
+                result.content_type or "",
+                mode,
+                result.body_sha256,
                 str(result.target.url),
             )
         except GatewayError as error:
@@ -207,7 +208,7 @@ class WebFetchTool:
         final_decision = reported_decision(trace, decision)
         if decision.dlp is not None:  # what DLP reported on the URL sent stays on record
             final_decision = with_finding(policy, final_decision, decision.dlp)
-        document, clean_text = prepared.document, prepared.clean
+        clean_text = prepared.clean
         page = Page(
             requested_url=url,
             final_url=display_url(result.target.url),
@@ -220,14 +221,13 @@ class WebFetchTool:
             fetched_at=now_iso(),
             body_bytes=len(result.body),
             body_sha256=result.body_sha256,
-            extract_mode=document.mode,
+            extract_mode=prepared.mode,
             title=prepared.title,
             description=prepared.description,
             headings=prepared.headings,
             extraction=prepared.extraction,
             text=clean_text.text,
             text_sha256=prepared.text_sha256,
-            text_utf8=prepared.text_utf8,
             marker_lookalikes=clean_text.marker_lookalikes,
             invisible_chars=clean_text.invisible_chars,
             decision=final_decision,
@@ -317,19 +317,8 @@ class WebFetchTool:
         }
         if page.extraction is not None:
             body["extraction"] = page.extraction
-        body["content"] = self._content(page, piece, nonce, content_sha256)
+        body["content"] = wrap(piece, nonce=nonce, source=page.final_url, sha256=content_sha256)
         return attach_dsse(body, self._signer)
-
-    @staticmethod
-    def _content(page: Page, piece: str, nonce: str, sha256: str) -> str:
-        """The wrapped piece; when it is the whole text, with its JSON made from the text's
-        UTF-8 (`jsonwire`), which spares encoding 100 KB of text again for the answer."""
-        content = wrap(piece, nonce=nonce, source=page.final_url, sha256=sha256)
-        if len(piece) != len(page.text):
-            return content
-        head = content[: content.index("\n") + 1]
-        tail = content[content.rindex("\n") :]
-        return JsonText(content, json_literal(head, page.text_utf8, tail))
 
     async def _resolve_id(self, ctx: CallContext, result_id: str) -> str:
         url = await self._ids.resolve(ctx.client_label, result_id) if self._ids else None

@@ -3,6 +3,8 @@ stuck worker costs one failed call, never the pool."""
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from gateway.tools import extraction
@@ -28,7 +30,8 @@ def pool():
 async def test_workers_give_what_inline_extraction_gives(pool) -> None:
     remote = await pool.prepare(PAGE, "text/html", "auto")
     local = prepare(PAGE, "text/html", "auto")
-    assert remote.text_utf8 == local.text_utf8 and remote.text_sha256 == local.text_sha256
+    assert remote.clean == local.clean and remote.text_sha256 == local.text_sha256
+    assert remote.text_sha256 == hashlib.sha256(local.clean.text.encode()).hexdigest()
     assert (remote.title, remote.description) == ("Report", "Long")
     assert remote.extraction == {"main_content": True}
 
@@ -41,7 +44,7 @@ async def test_a_dead_worker_fails_one_call_and_the_pool_recovers(pool) -> None:
     with pytest.raises(ExtractionPoolError, match="stopped"):
         await pool.prepare(PAGE, "text/html", "text")
     again = await pool.prepare(PAGE, "text/html", "text")
-    assert again.text_utf8.startswith(b"Paragraph 0 of the report")
+    assert again.clean.text.startswith("Paragraph 0 of the report")
 
 
 async def test_a_worker_past_the_hard_timeout_is_replaced(pool, monkeypatch) -> None:

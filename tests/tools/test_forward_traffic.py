@@ -20,7 +20,9 @@ def _traffic() -> ForwardTraffic:
 async def test_a_call_is_decided_and_recorded_through_the_use_case() -> None:
     traffic = _traffic()
     guarded = policy("dlp: {mode: report, body_prefix_bytes: 64}\n")
-    call = forward.ProxyCall(source=("127.0.0.1", 5000), url="http://a.example.com/x", method="POST")
+    call = forward.ProxyCall(
+        source=("127.0.0.1", 5000), url="http://a.example.com/x", method="POST"
+    )
     call.client_id, call.policy = "agent", guarded
     verdict = await traffic.request(call, [("X-Key", AWS_KEY)])
     assert verdict.allowed and verdict.host == "a.example.com"
@@ -29,7 +31,11 @@ async def test_a_call_is_decided_and_recorded_through_the_use_case() -> None:
     record = call.record(status=502)
     assert record["event"]["action"] == "proxy_http" and record["client"]["id"] == "agent"
     assert record["dlp"]["detector"] == "aws_access_key"
-    assert verdict.destination("127.0.0.1") == {"domain": "a.example.com", "ip": "127.0.0.1", "port": 80}
+    assert verdict.destination("127.0.0.1") == {
+        "domain": "a.example.com",
+        "ip": "127.0.0.1",
+        "port": 80,
+    }
     # The body is judged once; an unchanged verdict is handed back as it was.
     assert traffic.body(verdict, b"plain") is verdict
     traffic.close()
@@ -55,7 +61,9 @@ async def test_a_refusal_says_what_the_answer_carries() -> None:
 
 def test_a_content_type_is_judged_only_when_the_policy_lists_types() -> None:
     traffic = _traffic()
-    open_policy = forward.Verdict(policy(), forward.decide_request(policy(), "http://a.example.com/", "GET", [])[0], None)
+    open_policy = forward.Verdict(
+        policy(), forward.decide_request(policy(), "http://a.example.com/", "GET", [])[0], None
+    )
     assert traffic.response(open_policy, [(b"Content-Type", b"image/png")]) is open_policy
     listed = policy("proxy_limits: {content_types: [text/*]}\n")
     decision, target = forward.decide_request(listed, "http://a.example.com/", "GET", [])
