@@ -702,6 +702,8 @@ def main() -> None:
         (folder / "www" / "100k.html").write_bytes(b"<p>" + b"x" * (PAGE - 7) + b"</p>")
         (folder / "www" / "1m.bin").write_bytes(os.urandom(BIG))
         (folder / "www" / "1k.html").write_bytes(b"y" * 1024)
+        args.wrk_script = folder / "wrk.lua"
+        args.wrk_script.write_text(WRK_SCRIPT)
         nginx_port = free_port()
         (folder / "nginx.conf").write_text(nginx_conf(folder, nginx_port))
         nginx_process = children.start(
@@ -813,7 +815,7 @@ def http_cell(
     completed = answer.get("completed", len(answer.get("latencies", ())))
     cells.setdefault(f"rps_{key}c{concurrency}", []).append(completed / answer["seconds"])
     for q in (50, 99):
-        value = answer.get(f"p{q}") or percentile(answer["latencies"], q)
+        value = answer[f"p{q}"] if f"p{q}" in answer else percentile(answer["latencies"], q)
         cells.setdefault(f"p{q}_{key}c{concurrency}", []).append(value)
     cells.setdefault(f"fail_{key}c{concurrency}", []).append(answer["failures"])
 
@@ -824,8 +826,7 @@ def wrk_load(
     """One cell under wrk (`-t1` at c=1, `-t2` above, as in the research note): a one-second
     warmup run, then the timed run; the answer has the shape of the asyncio load's."""
     assert WRK is not None
-    script = Path(tempfile.gettempdir()) / f"bench-proxy-wrk-{os.getpid()}.lua"
-    script.write_text(WRK_SCRIPT)
+    script = args.wrk_script
     path = PAGES[size][0]
     env = dict(os.environ, WRK_TARGET_URL=path, WRK_TARGET_HOST="127.0.0.1")
     if target.proxy:
