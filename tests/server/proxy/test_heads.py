@@ -1,7 +1,8 @@
 """Every request head the proxy reads gets its answer and its audit record at once: heads that
 end their lines with a bare LF (and so never send CRLF CRLF), heads cut off by the end of the
 stream, over-long lines still waiting for their end, and, by fuzzing over a real socket, any
-bytes at all followed by a close or by CRLF CRLF."""
+bytes at all followed by a close or by CRLF CRLF. And the response head a client gets carries
+exactly the upstream's end-to-end fields."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.config import ServerConfig
+from gateway.server.proxy.request import parse_request_head
+from gateway.server.proxy.responses import RESPONSE_HOP_BY_HOP, response_head
+from gateway.wire import http1
 from tests.server.proxy.env import ProxyEnv, parse_head, start_env
 
 # Long enough that a test relying on it would hit its own socket timeout first: every answer
@@ -235,10 +239,6 @@ def test_the_client_gets_every_end_to_end_field_and_no_other(
     """Forwarded as they came (the usual head) or judged one by one (a Connection field that
     names other fields): either way exactly the end-to-end fields reach the client, in their
     order, with the framing the proxy chose."""
-    from gateway.server.proxy.request import parse_request_head
-    from gateway.server.proxy.responses import RESPONSE_HOP_BY_HOP, response_head
-    from gateway.wire import http1
-
     raw = b"\r\n".join([b"HTTP/1.1 200 OK", *lines])
     try:
         upstream = http1.parse_response_head(raw, method)
