@@ -936,6 +936,7 @@ def profile(load: Load, target: Target, nginx_port: int, args: Any, folder: Path
             print(f"py-spy wrote nothing: {err.decode(errors='replace')[-500:]}")
             continue
         if args.profile_out:
+            Path(args.profile_out).mkdir(parents=True, exist_ok=True)
             shutil.copy(out, Path(args.profile_out) / out.name)
         inclusive, own, total = profile_counts(out)
         print(f"\nprofile of {target.name}, {kind} load: {total} samples (GIL held)")
