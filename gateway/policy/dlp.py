@@ -32,6 +32,7 @@ import hmac
 import math
 import os
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -172,11 +173,41 @@ BUILTIN_DETECTORS: dict[str, Detector] = {
     )
 }
 BUILT_IN_NAMES = (*BUILTIN_DETECTORS, ENTROPY)
+_CASELESS_AWS = (
+    r"(?P<aws_access_key>(?<![a-z0-9_])(?:akia|asia|abia|acca|aida|aroa)[0-9a-z]{16}(?![a-z0-9_]))"
+)
 MIN_SIGNATURE = 4  # base64 or hex characters: shorter ones would turn up by chance
 RUN_LENGTH = 20  # an encoded secret (16 bytes and more) is a run at least this long
 # Starting only where a run starts keeps the search linear: no rescan from inside a word.
 _LONG_RUN = re.compile(rf"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{{{RUN_LENGTH},}}")
 _HEX_STRETCH = re.compile(r"[0-9a-f]{16}")  # 8 bytes (the shortest canary), hex-encoded
+
+
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt, Unicode 15.1): soft
+# hyphen, combining grapheme joiner, Arabic letter mark, Hangul fillers, Khmer inherent vowels,
+# Mongolian selectors, zero-width characters and joiners, bidi controls, word joiners and
+# invisible operators, variation selectors, BOM, shorthand format controls, musical format
+# controls and the tag block with its reserved neighbours. A renderer shows none of them.
+DEFAULT_IGNORABLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]+"
+)
+# The full stops UTS 46 maps to '.' (NFKC leaves the ideographic one as it is).
+_FULL_STOPS = str.maketrans(dict.fromkeys("\u3002\uff0e\uff61", "."))
+_URL_SPACE = " \t\r\n\f\v"  # what the URL parser strips around a URL (urls.py)
+
+
+def fold(text: str) -> str:
+    """`text` as the detectors read it when it is not ASCII: compatibility forms folded
+    (NFKC: fullwidth, mathematical, circled and other variant letters and digits become the
+    ASCII they stand for, as UTS 46 maps a host before it is dialled, but keeping their
+    case), the full stops UTS 46 reads as '.' read so, and every default-ignorable code point
+    dropped, so that none of them can split or disguise a secret."""
+    if text.isascii():
+        return text
+    folded = unicodedata.normalize("NFKC", text).translate(_FULL_STOPS)
+    return DEFAULT_IGNORABLE.sub("", folded)
 
 
 def literal_trie(words: Iterable[str]) -> str:
@@ -280,10 +311,20 @@ def fingerprint(detector: str, match: str) -> str:
 # --- the compiled settings ---------------------------------------------------------------------
 
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
-_HEX_RUN = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){8,}(?![0-9A-Fa-f])")
+# Odd lengths too: one stray nibble before (or after) the bytes must not hide them.
+_HEX_RUN = re.compile(r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{16,}(?![0-9A-Fa-f])")
 _TOKEN_RUN_TEMPLATE = r"[A-Za-z0-9_+/=-]{%d,}"
 _NAME_SHAPE = re.compile(r"[A-Za-z0-9_.\-\[\]]{1,40}\Z")
-_PRINTABLE_BYTES = re.compile(rb"[\x20-\x7e\t\r\n]*\Z")
+# A decoding is searched as text with every byte that is not printable ASCII read as a line
+# break: a secret stands out between them, and no detector's match spans a line break.
+_UNPRINTABLE_BYTES = bytes(b for b in range(256) if not (32 <= b < 127 or b in (9, 13)))
+_AS_LINE_BREAKS = bytes.maketrans(_UNPRINTABLE_BYTES, b"\n" * len(_UNPRINTABLE_BYTES))
+# The entropy detector's alphabets, smallest first, with their bits per character at most.
+_HEX_ALPHABETS = (frozenset("0123456789abcdef"), frozenset("0123456789ABCDEF"))
+_BASE32_ALPHABETS = (
+    frozenset("abcdefghijklmnopqrstuvwxyz234567"),
+    frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +356,7 @@ class DlpSettings:
     _tokens: Any = field(init=False, repr=False, compare=False)
     _trigger: Any = field(init=False, repr=False, compare=False)
     _coarse: Any = field(init=False, repr=False, compare=False)
+    _caseless: Any = field(init=False, repr=False, compare=False)
     _entropy_beyond_hosts: bool = field(init=False, repr=False, compare=False)
     _host_entropy_length: int = field(init=False, repr=False, compare=False)
 
@@ -338,6 +380,15 @@ class DlpSettings:
         for canary in self.canaries:
             canaries |= {canary, *encoded_signatures(canary)}
         setter(self, "_coarse", re.compile(literal_trie(canaries)) if canaries else None)
+        # In a host name, what survives a change of case: canaries, and AWS key ids (upper
+        # case by format, so lower case carries all of one).
+        caseless = []
+        if self.canaries:
+            trie = literal_trie({c.lower() for c in self.canaries})
+            caseless.append(f"(?P<{CANARY}>{trie})")
+        if "aws_access_key" in self.detectors:
+            caseless.append(_CASELESS_AWS)
+        setter(self, "_caseless", re.compile("|".join(caseless)) if caseless else None)
         length = self.entropy.min_length if self.entropy else 0
         setter(self, "_tokens", re.compile(_TOKEN_RUN_TEMPLATE % length) if length else None)
         # Precomputed for `scan_url`'s fast path, which most URLs take.
@@ -362,19 +413,27 @@ class DlpSettings:
         base64 or hex run of it; `entropy` adds the entropy detector on the text as written."""
         if len(text) > MAX_SCANNED_CHARS:
             text = text[:MAX_SCANNED_CHARS]
+        hit = self._scan_form(text, entropy)
+        if hit is None and "%" in text:
+            decoded = unquote(text, errors="replace")
+            if decoded != text:
+                hit = self._scan_form(decoded, entropy)
+        return hit
+
+    def _scan_form(self, text: str, entropy: bool, *, folded: bool = False) -> Hit | None:
         hit = None
+        if not folded and not text.isascii():
+            # Folded first: a format spelled with one fullwidth letter is that format, not
+            # the random-looking run beside the letter.
+            folded_text = fold(text)
+            if folded_text != text:
+                hit = self._scan_form(folded_text, entropy, folded=True)
+                if hit is not None:
+                    return hit
         if self.may_hold(text):
-            hit = self.match(text)
-            if hit is None and "%" in text:
-                decoded = unquote(text, errors="replace")
-                if decoded != text:
-                    hit = self.match(decoded) or self._wrapped(decoded)
-            if hit is None:
-                hit = self._wrapped(text)
+            hit = self.match(text) or self._wrapped(text)
         if hit is None and entropy:
             hit = self._high_entropy(text)
-            if hit is None and "%" in text:
-                hit = self._high_entropy(unquote(text, errors="replace"))
         return hit
 
     def may_hold(self, text: str) -> bool:
@@ -441,9 +500,10 @@ class DlpSettings:
         for run in _HEX_RUN.findall(text):
             if signed is not None and signed.search(run) is None:
                 continue
-            decoded = _printable(bytes.fromhex(run))
-            if decoded is not None:
-                hit = self.match(decoded)
+            # Both pairings of the nibbles: a secret's bytes start at an even or odd digit.
+            for start in (0, 1) if len(run) % 2 == 0 else (1, 0):
+                end = start + (len(run) - start) // 2 * 2
+                hit = self.match(_as_text(bytes.fromhex(run[start:end])))
                 if hit is not None:
                     return hit
         for run in _BASE64_RUN.findall(text):
@@ -462,13 +522,40 @@ class DlpSettings:
             return None
         threshold = self.entropy.min_bits_per_char
         for token in self._tokens.findall(text):
-            if _random_looking(token) and bits_per_char(token) >= threshold:
+            if _random_looking(token) and bits_per_char(token) >= threshold * _scale(token):
                 return Hit(ENTROPY, token)
         return None
 
     def scan_host(self, host: str) -> tuple[Hit, str] | None:
         """Each label of a host name (labels are matched one by one, so `AKIA…` split over
-        two labels is not seen; a long random label is, by the entropy detector)."""
+        two labels is not seen; a long random label is, by the entropy detector), as written
+        and, when it is not ASCII, folded (`fold`); then, since a name is sent in whatever
+        case, the canaries and AWS key ids in any case."""
+        found = None
+        if not host.isascii():
+            folded = fold(host)
+            if folded != host:
+                found = self._scan_host_form(folded)  # first, as `_scan_form` does
+            host_as_written, host = host, folded
+            found = found or self._scan_host_form(host_as_written)
+        else:
+            found = self._scan_host_form(host)
+        return found or self._scan_host_caseless(host)
+
+    def _scan_host_caseless(self, host: str) -> tuple[Hit, str] | None:
+        caseless = self._caseless
+        if caseless is None:
+            return None
+        lowered = host.lower()
+        for match in caseless.finditer(lowered):
+            name = match.lastgroup
+            found = match.group()
+            # An AWS key id is told from a word by a digit in its body.
+            if name is not None and (name == CANARY or any(c.isdigit() for c in found[4:])):
+                return Hit(name, found), f"host_label[{_label_index(lowered, found)}]"
+        return None
+
+    def _scan_host_form(self, host: str) -> tuple[Hit, str] | None:
         entropy = self.entropy_in("host_labels")
         anchored = self.may_hold(host)
         if anchored:
@@ -507,9 +594,35 @@ class DlpSettings:
                 return hit, _named("query", name, index, self)
         return None
 
-    def scan_url(self, url: str) -> Finding | None:
-        """A URL as the agent wrote it (so host labels keep their case): host labels, then
-        path segments, then query names and values; the fragment is never sent."""
+    def scan_url(self, url: str, dialled_host: str | None = None) -> Finding | None:
+        """A URL as the agent wrote it (so host labels keep their case; the whitespace the
+        parser strips around it stripped): host labels, then path segments, then query names
+        and values; the fragment is never sent. A URL that is not ASCII is scanned folded
+        too (`fold`), and `dialled_host`, the name the parser mapped it to (UTS 46, A-labels,
+        lower case: what the resolver and `Host` get), too, when that differs."""
+        if url[:1] in _URL_SPACE or url[-1:] in _URL_SPACE:
+            url = url.strip(_URL_SPACE)
+        found = None
+        if not url.isascii():
+            folded = fold(url)  # first, as `_scan_form` does
+            if folded != url:
+                found = self._scan_url_form(folded)
+        found = found or self._scan_url_form(url)
+        if found is not None:
+            return found
+        host = split_url(url)[0] if dialled_host is None else dialled_host
+        if dialled_host is not None:
+            written = fold(split_url(url)[0]).lower()
+            if dialled_host != (written[:-1] if written.endswith(".") else written):
+                hit = self._scan_host_form(dialled_host)
+                if hit is not None:
+                    return _finding(*hit)
+        elif not host.isascii():
+            host = fold(host)
+        hit = self._scan_host_caseless(host)
+        return None if hit is None else _finding(*hit)
+
+    def _scan_url_form(self, url: str) -> Finding | None:
         # The coarse look, then the precise one over the whole URL (every anchor and its
         # base64 and hex signatures): most URLs that pass the first fail the second, and a
         # URL that fails both holds no known format, canary or custom match anywhere.
@@ -524,7 +637,7 @@ class DlpSettings:
             end = url.find("/", start)
             if (end if end != -1 else len(url)) - start < shortest:
                 return None  # the whole authority is shorter than one long label
-            found = self.scan_host(split_url(url)[0])
+            found = self._scan_host_form(split_url(url)[0])
             return None if found is None else _finding(*found)
         return self.scan_url_parts(*split_url(url))
 
@@ -581,6 +694,8 @@ def split_url(url: str) -> tuple[str, str, str]:
     """(host, path, query) of a URL's text, without parsing it again: the scheme, user info,
     port and fragment left out. Tolerant: any text gives three strings."""
     text = url.partition("#")[0]
+    if text[:1] in _URL_SPACE:
+        text = text.lstrip(_URL_SPACE)
     if "://" in text[:40]:
         text = text.partition("://")[2]
         end = len(text)
@@ -616,10 +731,22 @@ def _label_index(host: str, match: str) -> int:
     return host.count(".", 0, max(at, 0))
 
 
-def _printable(data: bytes) -> str | None:
-    if len(data) < 8 or not _PRINTABLE_BYTES.match(data):
-        return None
-    return data.decode("ascii")
+def _as_text(data: bytes) -> str:
+    """Decoded bytes as the detectors read them: ASCII, every other byte a line break."""
+    return data.translate(_AS_LINE_BREAKS).decode("ascii")
+
+
+def _scale(token: str) -> float:
+    """What share of the base64 alphabet's 6 bits per character the alphabet of `token` can
+    reach: 4/6 for hex, 5/6 for base32, 1 for any other. `min_bits_per_char` is read against
+    6 bits, so each alphabet is held to the same share of its own maximum, and a hex label
+    (4 bits at most) can be flagged at all."""
+    chars = set(token)
+    if any(chars <= alphabet for alphabet in _HEX_ALPHABETS):
+        return 4 / 6
+    if any(chars <= alphabet for alphabet in _BASE32_ALPHABETS):
+        return 5 / 6
+    return 1.0
 
 
 def _base64_decodings(run: str) -> Iterator[str]:
@@ -637,19 +764,7 @@ def _base64_decodings(run: str) -> Iterator[str]:
             data = base64.b64decode(chunk, altchars=alphabet, validate=True)
         except (binascii.Error, ValueError):
             continue
-        # Only the longest printable prefix matters: a secret wrapped alone, or first.
-        text = _printable_prefix(data)
-        if text is not None:
-            yield text
-
-
-def _printable_prefix(data: bytes) -> str | None:
-    end = 0
-    for byte in data:
-        if not (32 <= byte < 127 or byte in (9, 10, 13)):
-            break
-        end += 1
-    return data[:end].decode("ascii") if end >= 8 else None
+        yield _as_text(data)
 
 
 def _random_looking(token: str) -> bool:

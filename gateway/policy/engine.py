@@ -256,7 +256,8 @@ def decide_target(
     if method is not None and method.upper() not in policy.methods:
         return _deny(policy, Reason.METHOD_NOT_ALLOWED, "methods", detail=method)
     if sent is not None and policy.dlp.mode is not DlpMode.OFF:
-        finding = policy.dlp.scan_url(sent)
+        # What is dialled (the mapped host) is looked at, not only what was written.
+        finding = policy.dlp.scan_url(sent, None if target.ip is not None else target.host)
         if finding is not None:
             return with_finding(policy, _decide_destination(policy, target), finding)
     return _decide_destination(policy, target)
