@@ -1,13 +1,15 @@
-"""URL redaction for the audit log: user info removed, credential query values and
-credential-shaped strings replaced by `REDACTED`, the fragment dropped. Never raises: whatever
-the input, the output is printable ASCII with every other character percent-encoded.
+"""URL redaction for the audit log: user info removed, credential query values replaced by
+`REDACTED`, and each piece holding a credential-shaped string (a host label, path segment,
+query name or value; a word of free text) replaced whole, so the secret written beside one
+(`AKIA…:<secret key>`) goes with it; the fragment dropped. Never raises: whatever the input,
+the output is printable ASCII with every other character percent-encoded.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from gateway.audit.chain import REDACTED
 
@@ -81,7 +83,9 @@ def _redact_url(url: str) -> str:
         # Hostile input must never cost the record: fall back to the bluntest safe form.
         try:
             head = str(url).split("#", 1)[0].split("?", 1)[0]
-            return _requote_raw(_CREDENTIAL_SHAPES.sub(REDACTED, head.rsplit("@", 1)[-1]))
+            if _CREDENTIAL_SHAPES.search(head):
+                return REDACTED
+            return _requote_raw(head.rsplit("@", 1)[-1])
         except Exception:
             return REDACTED
 
@@ -96,12 +100,38 @@ def is_sensitive_param(name: str) -> bool:
 
 
 def redact_text(text: str) -> str:
-    """Credential-shaped substrings of any text replaced by `REDACTED`."""
-    return _CREDENTIAL_SHAPES.sub(REDACTED, text)
+    """Free text with each word (a run without whitespace) that holds a credential shape
+    replaced whole by `REDACTED`."""
+    if _CREDENTIAL_SHAPES.search(text) is None:
+        return text
+    return _WORD.sub(_redacted_word, text)
+
+
+_WORD = re.compile(r"\S+")
+_LABEL_DELIMITERS = re.compile(r"([.:])")
+
+
+def _redacted_word(match: re.Match[str]) -> str:
+    return REDACTED if _CREDENTIAL_SHAPES.search(match.group()) else match.group()
+
+
+def _redact_labels(authority: str) -> str:
+    """An authority with each label (or the port) that holds a credential shape replaced."""
+    if _CREDENTIAL_SHAPES.search(authority) is None:
+        return authority
+    shapes = [m.span() for m in _CREDENTIAL_SHAPES.finditer(authority)]
+    out = []
+    at = 0
+    for index, piece in enumerate(_LABEL_DELIMITERS.split(authority)):
+        start, at = at, at + len(piece)
+        touched = any(s < at and e > start for s, e in shapes)
+        out.append(REDACTED if index % 2 == 0 and piece and touched else piece)
+    return "".join(out)
 
 
 def _redact(url: str) -> str:
-    text = url.split("#", 1)[0]
+    # What the URL parser strips around a URL is not part of it (and would hide its scheme).
+    text = url.split("#", 1)[0].strip(" \t\r\n\f\v")
     scheme = ""
     match = _SCHEME.match(text)
     if match:
@@ -126,9 +156,9 @@ def _redact(url: str) -> str:
     )
     out = [scheme]
     if authority is not None:
-        out.append("//" + _requote_raw(redact_text(authority)))
+        out.append("//" + _requote_raw(_redact_labels(authority)))
     if shaped:
-        out.append("/".join(_redact_component(segment, "") for segment in path.split("/")))
+        out.append("/".join(_redact_component(segment) for segment in path.split("/")))
     else:
         out.append(_requote_raw(path))
     if has_query:
@@ -144,25 +174,25 @@ def _redact_query(query: str, shaped: bool) -> str:
             if has_value and is_sensitive_param(name):
                 parts[index] = f"{name}={REDACTED}"
             continue
-        safe_name = _redact_component(name, "")
+        safe_name = _redact_component(name)
         if has_value and is_sensitive_param(name):
             parts[index] = f"{safe_name}={REDACTED}"
         elif has_value:
-            parts[index] = f"{safe_name}={_redact_component(value, '=')}"
+            parts[index] = f"{safe_name}={_redact_component(value)}"
         else:
             parts[index] = safe_name
     joined = "".join(parts)
     return joined if shaped else _requote_raw(joined)
 
 
-def _redact_component(raw: str, extra_safe: str) -> str:
-    """One path segment, query name or value: credential shapes found even when
-    percent-encoded; otherwise the original escapes are kept."""
+def _redact_component(raw: str) -> str:
+    """One path segment, query name or value: `REDACTED` whole when it holds a credential
+    shape (also percent-encoded); otherwise as it was, with its escapes."""
     if _CREDENTIAL_SHAPES.search(raw):
-        return _requote_raw(redact_text(raw))
+        return REDACTED
     decoded = unquote(raw, errors="replace")
     if decoded != raw and _CREDENTIAL_SHAPES.search(decoded):
-        return quote(redact_text(decoded), safe="-._~!$'()*+,:@" + extra_safe, errors="replace")
+        return REDACTED
     return _requote_raw(raw)
 
 

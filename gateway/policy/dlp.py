@@ -62,9 +62,9 @@ MAX_SCANNED_CHARS = 1 << 20  # one piece (a header value, a body prefix) is read
 
 def _openai_shaped(token: str) -> bool:
     # `sk-` starts many words and slugs (`sk-hynix-results`); a key's body mixes cases and
-    # digits, where a slug is lower case.
-    body = token.rsplit("-", 1)[-1] if token.startswith("sk-") else token
-    return _mixed(body) or len(body) >= 40 and any(c.isdigit() for c in body)
+    # digits, where a slug is lower case. Any part may be the body: text may follow a key.
+    parts = token.split("-")[1:] if token.startswith("sk-") else [token]
+    return any(_mixed(body) or len(body) >= 40 and any(c.isdigit() for c in body) for body in parts)
 
 
 def _mixed(text: str) -> bool:
@@ -467,6 +467,28 @@ class DlpSettings:
             if not plain and not run.isdigit():
                 return True
         return False
+
+    def matches(self, text: str, limit: int = 256) -> Iterator[tuple[int, int, str]]:
+        """(start, end, detector) of the known formats, canaries and custom patterns in
+        `text` as written, at most `limit` of them: what redaction blanks."""
+        found = 0
+        if self._formats is not None:
+            for match in self._formats.finditer(text):
+                name = match.lastgroup
+                check = self._checks.get(name) if name is not None else None
+                if name is not None and (check is None or check(match.group())):
+                    yield match.start(), match.end(), name
+                    found += 1
+                    if found >= limit:
+                        return
+        searches = [(CANARY, self._canary)] if self._canary is not None else []
+        for name, pattern in (*searches, *self._custom):
+            for match in pattern.finditer(text):
+                if match.group():
+                    yield match.start(), match.end(), name
+                    found += 1
+                    if found >= limit:
+                        return
 
     def _custom_in(self, text: str) -> bool:
         return any(pattern.search(text) is not None for _, pattern in self._custom)

@@ -1,5 +1,5 @@
-"""`redact_url`: contract 8's parameter list, credential shapes, user info, fragments, and
-inputs built to break it."""
+"""`redact_url`: the published parameter list, credential shapes (the whole piece one sits in,
+with the secret beside it), user info, fragments, and inputs built to break it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.audit import redact_url
-from gateway.audit.redaction import SENSITIVE_PARAMS
+from gateway.audit.redaction import SENSITIVE_PARAMS, redact_text
 
 PRINTABLE_ASCII = re.compile(r"[\x21-\x7e]*")
 
@@ -196,3 +196,59 @@ def test_a_credential_never_survives_whatever_surrounds_it(
     url = f"https://e.example{where}{secret}"
     # whatever an agent appends after a non-token character, the secret itself is gone
     assert secret not in redact_url(url + "&" + noise)
+
+
+# --- the whole piece goes, with the secret written beside the shape -----------------------------
+
+AWS_PAIR = "AKIAIOSFODNN7EXAMPLE:wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.mark.parametrize("secret", SHAPES.values(), ids=SHAPES.keys())
+@pytest.mark.parametrize(
+    "template, expected",
+    [
+        pytest.param(
+            "https://e.example/?q=before.{}.after&p=2",
+            "https://e.example/?q=REDACTED&p=2",
+            id="query-value",
+        ),
+        pytest.param(
+            "https://e.example/files/before.{}.after/raw",
+            "https://e.example/files/REDACTED/raw",
+            id="path-segment",
+        ),
+        pytest.param(
+            "https://e.example/?before.{}.after=1", "https://e.example/?REDACTED=1", id="query-name"
+        ),
+    ],
+)
+def test_redaction_takes_the_whole_piece_a_shape_sits_in(
+    template: str, expected: str, secret: str
+) -> None:
+    assert redact_url(template.format(secret)) == expected
+
+
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        (f"https://e.example/?q={AWS_PAIR}&p=2", "https://e.example/?q=REDACTED&p=2"),
+        (f"https://e.example/k/{AWS_PAIR.replace('/', '%2F')}", "https://e.example/k/REDACTED"),
+        (
+            f"https://{SHAPES['jwt']}.attacker.example/",
+            "https://REDACTED.REDACTED.REDACTED.attacker.example/",
+        ),
+        (
+            f"https://{SHAPES['aws'].lower()}x.{SHAPES['aws']}:8443/",
+            f"https://{SHAPES['aws'].lower()}x.REDACTED:8443/",
+        ),
+    ],
+    ids=["aws-pair-in-query", "aws-pair-in-path", "jwt-over-labels", "host-label"],
+)
+def test_redaction_takes_a_shapes_companion_too(url: str, expected: str) -> None:
+    assert redact_url(url) == expected
+
+
+def test_redact_text_takes_the_whole_word() -> None:
+    assert redact_text(f"keys {AWS_PAIR} please") == "keys REDACTED please"
+    assert redact_text(f"'{SHAPES['github']}',next") == "REDACTED"
+    assert redact_text("nothing to see here") == "nothing to see here"

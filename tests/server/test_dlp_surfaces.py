@@ -149,6 +149,50 @@ async def test_websearch(search_gateways, upstream, tmp_path, mode, caplog) -> N
         assert_nowhere(repr(body), handle.read(), caplog=caplog, upstream_saw=mode == "report")
 
 
+# --- a secret and its companion: the whole piece goes from the record -------------------------
+
+AWS_PAIR = "AKIAQ3EGRT5LWX7ZP2NB:wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+def assert_pair_nowhere(text: bytes | str) -> None:
+    shown = text.decode() if isinstance(text, bytes) else text
+    for part in AWS_PAIR.split(":") + AWS_PAIR.split("/")[1:]:
+        assert part not in shown and part.lower() not in shown.lower()
+
+
+@pytest.mark.parametrize("fetch_gateway", MODES, indirect=True)
+async def test_dlp_redacts_a_key_pair_whole_in_a_webfetch_record(fetch_gateway, upstream) -> None:
+    mode, client, services = fetch_gateway
+    url = f"http://site.example.com:{upstream.port}/page?ref=docs&q={AWS_PAIR}&n=1"
+    response = await client.post("/v1/fetch", json={"url": url})
+    assert response.status == (403 if mode == "enforce" else 200)
+    [record] = [r for r in audit_records(services) if r["event"]["action"] == "WebFetch"]
+    assert record["policy"]["rule"] == "dlp.aws_access_key"
+    assert record["url"]["original"].endswith("?ref=docs&q=[REDACTED:dlp.aws_access_key]&n=1")
+    with open(services.audit.path, "rb") as handle:
+        assert_pair_nowhere(handle.read())
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_dlp_redacts_a_key_pair_whole_in_a_websearch_record(
+    search_gateways, upstream, tmp_path, mode
+) -> None:
+    (tmp_path / "canaries.txt").write_text(CANARY + "\n")
+    text = client_policy(upstream.port, "agent-policy") + dlp_section(
+        mode, str(tmp_path / "canaries.txt")
+    )
+    gateway = await search_gateways(policies={"agent": text})
+    status, _ = await gateway.search("agent", query=f"who owns {AWS_PAIR} today")
+    assert status == (403 if mode == "enforce" else 200)
+    [record] = [r for r in audit_records(gateway.services) if r["event"]["action"] == "WebSearch"]
+    assert record["policy"]["rule"] == "dlp.aws_access_key"
+    if mode == "report":
+        # The credential-shaped word goes whole before DLP looks (audit/redaction.py).
+        assert record["search"]["query"] == "who owns REDACTED today"
+    with open(gateway.services.audit.path, "rb") as handle:
+        assert_pair_nowhere(handle.read())
+
+
 # --- the forward proxy ----------------------------------------------------------------------
 
 
