@@ -19,7 +19,11 @@ marker past the second pass:
 2. **Marker look-alikes** are neutralised, line by line (lines split at `\\n` only). Each line
    has a *folded copy*, made character by character so that every folded character knows the
    original characters it came from: angle-bracket homoglyphs to `<`/`>` (double ones such
-   as `«` and `《` to `<<`), NFKC, upper case; HTML references for `<`/`>` (`&lt;`, `&#60;`,
+   as `«` and `《` to `<<`), NFKC, Unicode's confusables of the marker words' letters, digits
+   and `_` (a Cyrillic `Т`, a Greek `Ε`: `_CONFUSABLE_SOURCES`, taken from UTS #39's
+   confusables.txt), upper case; the default-ignorable code points that step 1 keeps (a ZWJ
+   or ZWNJ between letters, variation selectors) read as separators, so no marker word or
+   role token is split by one; HTML references for `<`/`>` (`&lt;`, `&#60;`,
    `&#x3c;`, with or without `;`) become a single `<`/`>` standing for the whole reference.
    The *light* fold keeps spaces; the *tight* fold also drops whitespace, `_`, `-` and every
    other dash or connector punctuation.
@@ -122,6 +126,77 @@ _INVISIBLE_CHARS = frozenset(
     chr(code) for low, high in _INVISIBLE_RANGES for code in range(low, high + 1)
 )
 _JOINERS = frozenset("\u200c\u200d")
+
+# Confusables: the characters Unicode's confusables data (UTS #39 confusables.txt, as packaged
+# in confusable-homoglyphs 3.3.1's confusables.json) maps to one of the marker words' letters
+# (either case), a digit or `_`, less those NFKC folds there already (fullwidth, mathematical
+# and circled forms). Generated, then kept here: no dependency reads the data at run time.
+# Target -> its sources.
+_CONFUSABLE_SOURCES = {
+    "2": "\u01a7\u03e8\u14bf\ua644\ua6ef\ua75a",
+    "3": "\u01b7\u021c\u0417\u04e0\u2ccc\ua76a\ua7ab\U000118ca\U00016f3b\U0001d206",
+    "4": "\u13ce\U000118af",
+    "5": "\u01bc\U000118bb",
+    "6": "\u0431\u13ee\u2cd2\U000118d5",
+    "7": "\U000104d2\U000118c6\U0001d212",
+    "8": "\u0222\u0223\u09ea\u0a6a\u0b03\U0001031a",
+    "9": "\u09ed\u0a67\u0b68\u0d6d\u2cca\ua76e\U000118ac\U000118cc\U000118d6",
+    "B": "\u0392\u0412\u13f4\u15f7\ua4d0\ua7b4\U00010282\U000102a1\U00010301",
+    "C": (
+        "\u0421\u13df\u2ca4\ua4da\U000102a2\U00010302\U00010415\U0001051c\U000118e9\U000118f2"
+        "\U0001f74c"
+    ),
+    "D": "\u13a0\u15de\u15ea\ua4d3",
+    "E": "\u0395\u0415\u13ac\u22ff\u2d39\ua4f0\U00010286\U000118a6\U000118ae",
+    "N": "\u039d\u2c9a\ua4e0\U00010513",
+    "O": (
+        "\u039f\u041e\u0555\u09e6\u0b20\u0b66\u12d0\u2c9e\u2d54\u3007\ua4f3\U00010292"
+        "\U000102ab\U00010404\U000104c2\U00010516\U000114d0\U000118b5\U000118e0"
+    ),
+    "R": "\u01a6\u13a1\u13d2\u1587\ua4e3\U000104b4\U00016f35\U0001d216",
+    "S": "\u0405\u054f\u13d5\u13da\ua4e2\U00010296\U00010420\U00016f3a",
+    "T": (
+        "\u03a4\u0422\u13a2\u22a4\u27d9\u2ca6\ua4d4\U00010297\U000102b1\U00010315\U000118bc"
+        "\U00016f0a\U0001f768"
+    ),
+    "U": "\u054d\u1200\u144c\u222a\u22c3\ua4f4\U000104ce\U000118b8\U00016f42",
+    "W": "\u051c\u13b3\u13d4\ua4ea\U000118e6\U000118ef",
+    "b": "\u0184\u042c\u13cf\u1472\u15af",
+    "c": "\u0441\u1d04\u2ca5\uabaf\U0001043d",
+    "d": "\u0501\u13e7\u146f\ua4d2",
+    "e": "\u0435\u04bd\u212e\uab32",
+    "n": "\u0578\u057c",
+    "o": (
+        "\u03bf\u03c3\u043e\u0585\u06f5\u0966\u0a66\u0ae6\u0be6\u0c02\u0c66\u0c82\u0ce6\u0d02"
+        "\u0d20\u0d66\u0d82\u0e50\u0ed0\u101d\u1040\u10ff\u1d0f\u1d11\u2c9f\uab3d\U0001042c"
+        "\U000104ea\U000118c8\U000118d7"
+    ),
+    "r": "\u0433\u1d26\u2c85\uab47\uab48\uab81",
+    "s": "\u01bd\u0455\ua731\uabaa\U00010448\U000118c1",
+    "u": "\u028b\u03c5\u057d\u1d1c\ua79f\uab4e\uab52\U000104f6\U000118d8",
+    "w": "\u026f\u0461\u051d\u0561\u1d21\uab83\U0001170a\U0001170e\U0001170f",
+}
+_CONFUSABLE_FOLD = str.maketrans(
+    {source: target for target, sources in _CONFUSABLE_SOURCES.items() for source in sources}
+)
+# Default-ignorable code points (DerivedCoreProperties.txt) that invisible-character removal
+# keeps, so that scripts and emoji keep them: a ZWJ or ZWNJ between letters, variation
+# selectors, Mongolian selectors, Hangul and Khmer fillers, the reserved ones. The folds read
+# each as a separator, so none can split a marker word or a role token.
+_KEPT_IGNORABLE_RANGES = (
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180D),
+    (0x180F, 0x180F),
+    (0x200C, 0x200D),
+    (0x2065, 0x2065),
+    (0xFE00, 0xFE0F),
+    (0xFFF0, 0xFFF8),
+    (0xE0080, 0xE0FFF),
+)
+_KEPT_IGNORABLE = frozenset(
+    chr(code) for low, high in _KEPT_IGNORABLE_RANGES for code in range(low, high + 1)
+)
 
 _ENTITY = re.compile(r"&(?:(LT)|(GT)|#0*(?:(60)|(62))|#X0*(?:(3C)|(3E)));?")
 
@@ -719,7 +794,8 @@ def _is_filter_special(char: str) -> bool:
 
 
 def _derive_filter_special_ranges() -> tuple[tuple[int, int], ...]:
-    """The table above from this Python's unicodedata (about two seconds)."""
+    """The table above from this Python's unicodedata (about two seconds): NFKC's part; the
+    confusables and kept ignorables are added to it (`_FOLD_EXTRAS`)."""
     ranges: list[tuple[int, int]] = []
     for code in range(0x80, sys.maxunicode + 1):
         char = chr(code)
@@ -730,7 +806,7 @@ def _derive_filter_special_ranges() -> tuple[tuple[int, int], ...]:
             and unicodedata.is_normalized("NFKC", char)
         ):
             continue  # its fold is itself: neither relevant nor a separator
-        if _is_filter_special(char):
+        if _nfkc_special(char):
             if ranges and ranges[-1][1] == code - 1:
                 ranges[-1] = (ranges[-1][0], code)
             else:
@@ -760,8 +836,20 @@ def _fold_char(char: str) -> str:
 
 
 def _fold_uncached(char: str) -> str:
+    if char in _KEPT_IGNORABLE:
+        return "-"  # a separator: dropped by the tight fold, a word break in the light one
+    folded = unicodedata.normalize("NFKC", char.translate(_BRACKET_FOLD)).translate(_BRACKET_FOLD)
+    # Confusables before and after upper-casing: a look-alike of either case is the letter.
+    return folded.translate(_CONFUSABLE_FOLD).upper().translate(_CONFUSABLE_FOLD)
+
+
+def _nfkc_special(char: str) -> bool:
+    """Whether `char` is special by NFKC and the brackets alone (the derived table's rule)."""
+    if char in _KEPT_IGNORABLE:
+        return False
     folded = unicodedata.normalize("NFKC", char.translate(_BRACKET_FOLD))
-    return folded.translate(_BRACKET_FOLD).upper()
+    folded = folded.translate(_BRACKET_FOLD).upper()
+    return any(c in _FILTER_RELEVANT for c in folded) or all(c in _SEPARATORS for c in folded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -902,7 +990,14 @@ def _apply(line: str, replace: dict[int, tuple[int, str]], insert: set[int]) -> 
 if unicodedata.unidata_version != _FILTER_SPECIAL_UNICODE:
     # Another Unicode version may fold other characters: derive the table rather than miss one.
     _FILTER_SPECIAL_RANGES = _derive_filter_special_ranges()
-_FILTER_SPECIAL_CHARS = frozenset(
+# Each confusable in either case (the fold upper-cases), and the kept ignorables.
+_FOLD_EXTRAS = frozenset(
+    char
+    for source in (*_CONFUSABLE_FOLD, *map(ord, _KEPT_IGNORABLE))
+    for char in {chr(source), chr(source).lower(), chr(source).upper()}
+    if len(char) == 1 and not char.isascii() and _is_filter_special(char)
+)
+_FILTER_SPECIAL_CHARS = _FOLD_EXTRAS | frozenset(
     chr(code) for low, high in _FILTER_SPECIAL_RANGES for code in range(low, high + 1)
 )
 # The BMP part of a class compiles to a bitmap; astral ranges would be tried one by one for
@@ -916,6 +1011,7 @@ _NOTABLE = re.compile(
             if low <= 0xFFFF
         ]
     )
+    + "".join(re.escape(char) for char in sorted(_FOLD_EXTRAS) if char <= "\uffff")
     + "\U00010000-\U0010ffff]"
 )
 
