@@ -3,15 +3,22 @@
 Pure: text in, a `Finding` (or None) out. What is looked at (step 2b of a decision, before any
 name is resolved): every host label, path segment and query value of a URL, a search query,
 a proxied request's header values and body prefix, a CONNECT host. Each piece is read as
-written, percent-decoded, and, where it holds a long base64 or hex run, decoded from that too,
-so `%41KIA…`, `QUtJQ…` (base64) and `414b4941…` (hex) are caught like `AKIA…`.
+written, percent-decoded, folded when it is not ASCII (`fold`: NFKC, so fullwidth and other
+compatibility letters read as the ASCII the parser maps them to, without default-ignorable
+code points), and, where it holds a long base64 or hex run, decoded from that too (bytes that
+are not printable read as line breaks, hex at both nibble pairings), so `%41KIA…`, `ＡＫＩＡ…`,
+`QUtJQ…` (base64) and `414b4941…` (hex) are caught like `AKIA…`. A URL is read as the parser
+reads it (the whitespace around it stripped), and its host also as dialled (`scan_url`'s
+`dialled_host`: UTS 46, A-labels, lower case), where canaries and AWS key ids count in any case.
 
 Detectors:
 - known secret formats, each named (`BUILTIN_DETECTORS`), each on unless the policy turns it
   off;
 - `entropy`: a run of at least `min_length` characters of a token alphabet holding a letter
-  and a digit, whose Shannon entropy is at least `min_bits_per_char`; by default in host
-  labels only (real paths and queries carry many random tracking ids);
+  and a digit, whose Shannon entropy is at least `min_bits_per_char` (read against base64's
+  6 bits per character: a run of hex digits is held to 4/6 of it, one of base32 to 5/6, each
+  alphabet to the same share of its own maximum); by default in host labels only (real paths
+  and queries carry many random tracking ids);
 - `canary`: operator-provided strings that must never leave;
 - custom patterns (RE2 syntax, compiled with RE2, so no pattern can backtrack).
 
