@@ -56,6 +56,7 @@ from gateway.policy.addresses import (
 from gateway.policy.dlp import UNTRUSTED_HOST, DlpMode, Finding, split_url
 from gateway.policy.model import Action, IPNetwork, Mode, Policy
 from gateway.policy.urls import InvalidURLError, Target, UnsupportedSchemeError, parse_url
+from gateway.wire.representable import representable
 
 
 class Reason(StrEnum):
@@ -430,7 +431,9 @@ def _decide_media(
     for pattern in patterns:
         if media and fnmatch.fnmatchcase(media, pattern):
             return _allow(policy, rule)
-    return _deny(policy, Reason.CONTENT_TYPE_NOT_ALLOWED, rule, detail=media or "no content type")
+    # The upstream chose these bytes: escaped and capped before they reach a message or record.
+    shown = representable(media, limit=200) if media else "no content type"
+    return _deny(policy, Reason.CONTENT_TYPE_NOT_ALLOWED, rule, detail=shown)
 
 
 def decide_tunnel_start(
