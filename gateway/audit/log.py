@@ -459,9 +459,8 @@ class AuditLog:
             self._failing_since = self._clock()
             self._next_probe = time.monotonic() + PROBE_INTERVAL
             logger.error(
-                "audit log %s cannot be written (%s); every request is refused until it can",
-                self.path,
-                problem,
+                "audit log cannot be written: every request is refused until it can",
+                extra={"audit": self.path, "error": problem},
             )
         self._failing = problem
 
@@ -469,11 +468,13 @@ class AuditLog:
         if self._failing is None:
             return
         logger.warning(
-            "audit log %s can be written again (%s) after %d failed writes over %.1f s",
-            self.path,
-            how,
-            self._failed_writes,
-            max(0.0, self._clock() - self._failing_since),
+            "audit log can be written again",
+            extra={
+                "audit": self.path,
+                "how": how,
+                "failed_writes": self._failed_writes,
+                "failing_s": round(max(0.0, self._clock() - self._failing_since), 3),
+            },
         )
         self._failing = None
         self._failed_writes = 0

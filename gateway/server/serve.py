@@ -168,11 +168,14 @@ def _settle_garbage_collector() -> None:
 
 
 async def _tick(services: Services, stop: asyncio.Event) -> None:
-    """Periodic work: signed checkpoints also when idle."""
+    """Periodic work: signed checkpoints also when idle, and probes of a failing audit log."""
     last_logged = -CHECKPOINT_LOG_EVERY
     while not stop.is_set():
         await asyncio.sleep(CHECKPOINT_TICK)
         try:
+            # A log that could not be written is tried again, so it recovers (and /readyz
+            # turns ready) once space returns, also when no request comes to try it.
+            services.audit.probe()
             services.audit.maybe_checkpoint()
         except Exception:
             # Audit write failures are logged by the log itself; anything else (a signing
