@@ -8,18 +8,31 @@ there are no globals.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from gateway.errors import GatewayError, InvalidRequestError, RequestTooLargeError, UnavailableError
+from gateway.limits import Lease
 from gateway.runtime import ClientIdentity, Services
 from gateway.tools import jsonwire
 from gateway.tools.records import auth_failure_record
 
+
+@dataclass(slots=True)
+class Admission:
+    """The lease a POST took against its client's limits. It pays for the POST's first tool
+    call; every further call of a JSON-RPC batch takes a lease of its own (mcp.py)."""
+
+    lease: Lease
+    spent: bool = False
+
+
 SERVICES = web.AppKey("services", Services)
 REQUEST_ID = web.RequestKey("request_id", str)
 CLIENT = web.RequestKey("client", ClientIdentity)
+ADMISSION = web.RequestKey("admission", Admission)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -2,7 +2,8 @@
 
 Every response carries `X-Request-Id`; every error, the router's 404/405 included, is the
 API's JSON error body (except on /mcp, which answers in JSON-RPC). Bearer tokens are checked,
-and every POST counts against the caller's limits, before a route sees the request.
+and every POST counts against the caller's limits, before a route sees the request (and
+each further tool call of an MCP batch counts again, in mcp.py).
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from gateway.errors import (
 )
 from gateway.runtime import Services
 from gateway.server.handles import (
+    ADMISSION,
     CLIENT,
     REQUEST_ID,
     SERVICES,
+    Admission,
     Handler,
     body_too_large,
     error_response,
@@ -109,6 +112,7 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
             for name, arguments in await _mcp_tool_calls(request):
                 services.tools.record_refusal(name, ctx, error, arguments)
         raise
+    request[ADMISSION] = Admission(lease)
     try:
         return await handler(request)
     finally:
