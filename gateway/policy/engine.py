@@ -254,8 +254,13 @@ def decide_target(
         return _deny(policy, Reason.SCHEME_NOT_ALLOWED, "schemes", detail=target.scheme)
     if target.port not in policy.ports:
         return _deny(policy, Reason.PORT_NOT_ALLOWED, "ports", detail=str(target.port))
-    if method is not None and method.upper() not in policy.methods:
-        return _deny(policy, Reason.METHOD_NOT_ALLOWED, "methods", detail=method)
+    if method is not None and method not in policy.methods:
+        # Methods are case-sensitive tokens (RFC 9110 9.1): `get` is not GET, and what is
+        # allowed is forwarded exactly as written, so no rule for GET applies to `get`.
+        detail = representable(method, limit=32)
+        if method.upper() in policy.methods:
+            detail += f" (methods are case-sensitive; {method.upper()} is allowed)"
+        return _deny(policy, Reason.METHOD_NOT_ALLOWED, "methods", detail=detail)
     if sent is not None and policy.dlp.mode is not DlpMode.OFF:
         finding = policy.dlp.scan_url(sent)
         if finding is not None:
