@@ -13,11 +13,16 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.errors import GatewayError, InvalidRequestError, RequestTooLargeError, UnavailableError
+from gateway.errors import (
+    GatewayError,
+    InvalidRequestError,
+    RateLimitedError,
+    RequestTooLargeError,
+    UnavailableError,
+)
 from gateway.limits import Lease
 from gateway.runtime import ClientIdentity, Services
 from gateway.tools import jsonwire
-from gateway.tools.records import auth_failure_record
 
 
 @dataclass(slots=True)
@@ -87,17 +92,24 @@ def body_too_large(request: web.Request) -> RequestTooLargeError:
 
 def record_auth_failure(
     request: web.Request, message: str, *, client_hint: str | None, transport: str | None = None
-) -> None:
-    """The `auth_failure` record of a refused credential (`client_hint`: a configured client
-    id it named, never the token)."""
-    request.config_dict[SERVICES].audit.append(
-        auth_failure_record(
-            transport=transport or ("mcp" if request.path == "/mcp" else "api"),
-            message=message,
-            client_hint=client_hint,
-            source=_peer(request),
-            request_id=request.get(REQUEST_ID),
-        )
+) -> float | None:
+    """Count a refused credential (`client_hint`: a configured client id it named, never the
+    token): its `auth_failure` record, or its count in its address's window (one record per
+    window, tools/authfailures.py). Returns the seconds its address is throttled for, if it
+    is (the caller answers 429 then), else None."""
+    return request.config_dict[SERVICES].auth_failures.failed(
+        transport=transport or ("mcp" if request.path == "/mcp" else "api"),
+        message=message,
+        client_hint=client_hint,
+        source=_peer(request),
+        request_id=request.get(REQUEST_ID),
+    )
+
+
+def throttled(retry_after: float) -> RateLimitedError:
+    return RateLimitedError(
+        "too many failed credentials from this address; wait before trying again",
+        retry_after=retry_after,
     )
 
 

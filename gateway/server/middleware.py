@@ -33,6 +33,7 @@ from gateway.server.handles import (
     body_too_large,
     error_response,
     record_auth_failure,
+    throttled,
 )
 from gateway.server.mcp import tool_calls
 from gateway.tools.context import CallContext
@@ -89,13 +90,17 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     try:
         client = services.state.authenticate(request.headers.get("Authorization"))
     except UnauthorizedError as error:
-        record_auth_failure(request, error.message, client_hint=None)
+        wait = record_auth_failure(request, error.message, client_hint=None)
+        if wait is not None:
+            raise throttled(wait) from None
         raise
     if client is None:
         return await handler(request)
     if client.is_reviewer:
         message = f"client {client.id!r} is a reviewer: its token opens {REVIEW_PREFIX}/ only"
-        record_auth_failure(request, message, client_hint=client.id)
+        wait = record_auth_failure(request, message, client_hint=client.id)
+        if wait is not None:
+            raise throttled(wait)
         raise ReviewerTokenError(message)
     request[CLIENT] = client
     if request.method != "POST":

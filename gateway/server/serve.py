@@ -177,6 +177,7 @@ async def _tick(services: Services, stop: asyncio.Event) -> None:
             # turns ready) once space returns, also when no request comes to try it.
             services.audit.probe()
             services.audit.maybe_checkpoint()
+            services.auth_failures.flush()  # the counts of windows that ended
         except Exception:
             # Audit write failures are logged by the log itself; anything else (a signing
             # error, a bug) is logged here, at most once a minute rather than every tick.
