@@ -22,6 +22,7 @@ from gateway.errors import (
 )
 from gateway.limits import Lease
 from gateway.runtime import ClientIdentity, Services
+from gateway.server.guard import read_body
 from gateway.tools import jsonwire
 
 
@@ -67,10 +68,7 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     """The request body as a JSON object, or invalid_request."""
     if request.app[SERVICES].draining:
         raise UnavailableError("the gateway is shutting down", retry_after=5)
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise body_too_large(request) from None
+    raw = await request_body(request)
     try:
         value = jsonwire.loads_request(raw)
     except jsonwire.RequestJSONError as exc:
@@ -83,6 +81,13 @@ async def read_json(request: web.Request) -> dict[str, Any]:
             f"the request body names {repeated!r} more than once; send each field once"
         )
     return value
+
+
+async def request_body(request: web.Request) -> bytes:
+    """The body, read once under `server.max_body_bytes` and, per wait for more bytes,
+    `server.header_timeout` (guard.read_body)."""
+    server = request.app[SERVICES].config.server
+    return await read_body(request, limit=server.max_body_bytes, timeout=server.header_timeout)
 
 
 def body_too_large(request: web.Request) -> RequestTooLargeError:

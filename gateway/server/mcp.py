@@ -40,6 +40,7 @@ from gateway.server.handles import (
     Handler,
     body_too_large,
     caller,
+    request_body,
 )
 from gateway.tools import jsonwire
 from gateway.tools.registry import ToolRegistry, ToolSpec
@@ -156,7 +157,7 @@ async def handle_post(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     if services.draining:
         raise UnavailableError("the gateway is shutting down", retry_after=5)
-    raw = await request.read()
+    raw = await request_body(request)
     try:
         message = jsonwire.loads_request(raw)
     except jsonwire.RequestJSONError as exc:

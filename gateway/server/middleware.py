@@ -33,6 +33,7 @@ from gateway.server.handles import (
     body_too_large,
     error_response,
     record_auth_failure,
+    request_body,
     throttled,
 )
 from gateway.server.mcp import tool_calls
@@ -126,10 +127,10 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
 
 async def _mcp_tool_calls(request: web.Request) -> list[tuple[str, dict[str, Any]]]:
     """The tool calls a refused /mcp POST held (mcp.tool_calls); none for a body over
-    server.max_body_bytes."""
+    server.max_body_bytes or one that stopped arriving."""
     try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
+        raw = await request_body(request)
+    except GatewayError:  # over server.max_body_bytes, or it stopped arriving
         return []
     return tool_calls(raw, request.app[SERVICES].tools)
 
