@@ -222,7 +222,9 @@ class AuditLog:
             except AuditWriteError as exc:
                 self._note_failure(exc.message)
                 raise
-            self._note_success("a record was written")
+            if self._failing is not None and (self._stream or self._free_space_problem() is None):
+                # Recovered; a small record that still fit a nearly full disk is not that.
+                self._note_success("a record was written")
             return written
 
     def checkpoint(self) -> dict[str, Any] | None:

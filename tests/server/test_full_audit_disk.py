@@ -1,7 +1,7 @@
 """Class: a full audit disk looks healthy. `gateway serve` with its audit log on a small
 tmpfs in a mount namespace of its own; the test fills that file system (through the
 process's /proc/PID/root) and empties it again. While it is full every request is refused
-before anything leaves, `/readyz` fails, `/v1/status` names the error and the operational
+before anything leaves (WebFetch and the forward proxy alike), `/readyz` fails, `/v1/status` names the error and the operational
 log says so once; when space returns it recovers by itself, saying so once.
 
 Needs root (the suite runs as root inside `unshare -n`) for `unshare -m` and `mount`.
@@ -20,7 +20,7 @@ import pytest
 
 from gateway.audit.verify import verify_files
 from tests.conftest import STATIC_HOSTS, loopback_policy
-from tests.processes import GatewayProcess
+from tests.processes import GatewayProcess, free_port
 from tests.upstream import ScriptedUpstream
 
 pytestmark = pytest.mark.skipif(
@@ -74,6 +74,7 @@ async def test_a_full_audit_disk_fails_readiness_and_recovers_by_itself(tmp_path
         "audit": {"path": str(disk / "audit-{instance}.jsonl")},
         "instance_id": "disk-test",
         "resolver": {"hosts": {k: list(v) for k, v in STATIC_HOSTS.items()}},
+        "listen": {"proxy_port": free_port()},
     }
     gateway = GatewayProcess(
         tmp_path, config, prefix=("unshare", "-m", "sh", "-c", ON_SMALL_DISK, "sh", str(disk))
@@ -97,8 +98,13 @@ async def test_a_full_audit_disk_fails_readiness_and_recovers_by_itself(tmp_path
                 async with http.get("/v1/status") as response:
                     return (await response.json())["audit"]
 
+            async def proxied() -> int:
+                proxy = f"http://127.0.0.1:{config['listen']['proxy_port']}"
+                async with http.get(url, proxy=proxy) as response:
+                    return response.status
+
             status, _ = await fetch()
-            assert status == 200 and await ready()
+            assert status == 200 and await proxied() == 200 and await ready()
             asked = len(upstream.requests)
 
             filler = fill(inside)
@@ -107,6 +113,7 @@ async def test_a_full_audit_disk_fails_readiness_and_recovers_by_itself(tmp_path
                 assert status == 503, body
                 assert body["error"]["code"] == "unavailable"
                 assert "cannot write audit log" in body["error"]["message"]
+                assert await proxied() == 503
             assert len(upstream.requests) == asked, "nothing left while the log was full"
             assert not await ready()
             async with http.get("/readyz") as response:
@@ -121,8 +128,8 @@ async def test_a_full_audit_disk_fails_readiness_and_recovers_by_itself(tmp_path
             audit = await audit_status()
             assert audit["healthy"] is True and audit["error"] is None
             status, _ = await fetch()
-            assert status == 200
-            assert len(upstream.requests) == asked + 1
+            assert status == 200 and await proxied() == 200
+            assert len(upstream.requests) == asked + 2
             assert len(gateway.entries(FAILING)) == 1 and len(gateway.entries(RECOVERED)) == 1
         log_files = [str(path) for path in inside.glob("audit-*.jsonl")]
         assert [result.valid for result in verify_files(log_files)] == [True]
