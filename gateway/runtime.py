@@ -8,6 +8,7 @@ either the old state or the new one, and a file that fails validation changes no
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import os
@@ -21,7 +22,7 @@ from typing import Any
 from gateway import __version__
 from gateway.audit.log import AuditLog
 from gateway.config import ClientLimits, GatewayConfig
-from gateway.errors import UnauthorizedError
+from gateway.errors import AuditWriteError, UnauthorizedError
 from gateway.fetch.client import Fetcher, pool_key
 from gateway.fetch.provider import FetcherProviderTransport, ProviderEndpoint
 from gateway.fetch.resolver import hosts_table, own_listening_addresses
@@ -38,6 +39,7 @@ from gateway.search import build_engine
 from gateway.search.ids import IdStore, InMemoryIdStore
 from gateway.search.providers import ADAPTERS
 from gateway.state.wiring import connect_shared_state
+from gateway.tools.authfailures import AuthFailureRecorder
 from gateway.tools.envelope import now_iso
 from gateway.tools.extraction import ExtractionPool
 from gateway.tools.forward_traffic import ForwardTraffic
@@ -257,6 +259,8 @@ class Services:
         # With the audit log: a call refused before its tool recorded anything still gets
         # its one record.
         self.tools = ToolRegistry(audit=self.audit)
+        # Failed credentials, per source address: recorded once per window with a count.
+        self.auth_failures = AuthFailureRecorder(self.audit)
         self.webfetch = WebFetchTool(
             fetcher=self.fetcher,
             audit=self.audit,
@@ -347,6 +351,8 @@ class Services:
             await self.shared.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.extraction_pool.close()
+        with contextlib.suppress(AuditWriteError):  # the log has said it cannot be written
+            self.auth_failures.flush(everything=True)
         self.audit.close()
 
     @property

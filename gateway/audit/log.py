@@ -33,6 +33,7 @@ from gateway.audit.chain import (
 )
 from gateway.audit.lines import RawLine, iter_lines
 from gateway.audit.redaction import redact_url
+from gateway.audit.repair import repair_record
 from gateway.errors import AuditWriteError
 from gateway.provenance.dsse import CHECKPOINT_PAYLOAD_TYPE, DSSEError, Signer, sign_many
 
@@ -44,6 +45,16 @@ STDOUT_PATH = "-"
 _RECOVERY_WINDOW = 16
 _FILE_MODE = 0o640
 _LOCK_ATTEMPTS = 8
+# A repaired record's strings are cut to this many characters (a second try: to the short).
+_REPAIR_LIMIT = 8192
+_REPAIR_LIMIT_SHORT = 512
+# A log that could not be written is tried again (a small file beside it, and the free space
+# of its file system) at most this often, by the requests it refuses, /readyz and the tick.
+PROBE_INTERVAL = 1.0
+# Free space under which the next record is not expected to fit: requests are refused before
+# they leave, not after (a record is rarely over a few KB; one may be up to MAX_LINE_BYTES).
+FREE_SPACE_RESERVE = 64 * 1024
+_PROBE_BYTES = 4096
 
 
 def _torn_entry(line: RawLine, file: str | None) -> dict[str, Any]:
@@ -113,6 +124,12 @@ class AuditLog:
         self._last_checkpoint_at = 0.0
         self._pending_rotate_record: dict[str, Any] | None = None
         self._broken: str | None = None
+        # Set while records cannot be written (a full disk, an I/O error, a record that would
+        # not serialise); cleared by the next record written or a probe that succeeds.
+        self._failing: str | None = None
+        self._failing_since = 0.0
+        self._failed_writes = 0
+        self._next_probe = 0.0
         self._last_line = b""
         self._stamp_second = -1
         self._stamp_prefix = ""
@@ -142,9 +159,42 @@ class AuditLog:
             "signing": self._signer is not None,
             "keyid": self._signer.keyid if self._signer else None,
             "last_checkpoint": dict(self._last_checkpoint) if self._last_checkpoint else None,
-            "healthy": self._fd is not None and self._broken is None,
-            "error": self._broken,
+            "healthy": self.healthy,
+            "error": self._broken or self._failing or (None if self._fd else "not open"),
         }
+
+    @property
+    def healthy(self) -> bool:
+        """Open, not broken, and its last write (or probe) succeeded. An unhealthy log is
+        probed again (at most every PROBE_INTERVAL) when asked, so it recovers by itself."""
+        if self._failing is not None:
+            self.probe()
+        return self._fd is not None and self._broken is None and self._failing is None
+
+    def preflight(self, record: Mapping[str, Any] | None = None) -> None:
+        """Before a request leaves: raise AuditWriteError unless its record can be written,
+        i.e. the log is usable, its file system has room for a record, and `record` (the
+        request-side part of its record, when given) serialises."""
+        with self._mutex:
+            self._ensure_usable()
+            if self._failing is not None:
+                self._probe_locked()
+            if self._failing is None and not self._stream:
+                self._check_free_space()
+            if self._failing is not None:
+                raise AuditWriteError(f"cannot write audit log {self.path}: {self._failing}")
+        if record is not None:
+            written = dict(record)
+            written["observer"] = self._observer
+            written["chain"] = {"seq": self._seq + 1, "prev": self._head}
+            self._serialise(written)
+
+    def probe(self) -> None:
+        """Try again whether records can be written, if they could not (rate-limited)."""
+        if self._failing is None:
+            return
+        with self._mutex:
+            self._probe_locked()
 
     def open(self) -> None:
         """Take the lock, recover a torn tail, write `log_start` (and a checkpoint when signing)."""
@@ -162,12 +212,20 @@ class AuditLog:
         """Write one record; returns it as written. Raises AuditWriteError on any failure."""
         with self._mutex:
             self._ensure_usable()
-            if not self._stream and self._size >= self._rotate_bytes:
-                self._rotate_locked()
-            if self._pending_rotate_record is not None:
-                self._write_record(self._pending_rotate_record)
-                self._pending_rotate_record = None
-            return self._write_record(record, redact=True)
+            try:
+                if not self._stream and self._size >= self._rotate_bytes:
+                    self._rotate_locked()
+                if self._pending_rotate_record is not None:
+                    self._write_record(self._pending_rotate_record)
+                    self._pending_rotate_record = None
+                written = self._write_record(record, redact=True)
+            except AuditWriteError as exc:
+                self._note_failure(exc.message)
+                raise
+            if self._failing is not None and (self._stream or self._free_space_problem() is None):
+                # Recovered; a small record that still fit a nearly full disk is not that.
+                self._note_success("a record was written")
+            return written
 
     def checkpoint(self) -> dict[str, Any] | None:
         """Write a signed checkpoint now; None when the log has no signing key."""
@@ -359,20 +417,112 @@ class AuditLog:
             _redact_urls(written)
         written["observer"] = self._observer
         written["chain"] = {"seq": self._seq + 1, "prev": self._head}
-        try:
-            line = orjson.dumps(written)
-        except (orjson.JSONEncodeError, TypeError) as exc:
-            raise AuditWriteError(f"audit record cannot be serialised: {exc}") from exc
-        if len(line) > MAX_LINE_BYTES:
-            raise AuditWriteError(
-                f"audit record of {len(line)} bytes exceeds the {MAX_LINE_BYTES}-byte limit"
-            )
+        line, written = self._serialise(written)
         self._write_bytes(line + b"\n")
         self._seq += 1
         self._head = line_hash(line)
         self._run_records += 1
         self._last_line = line
         return written
+
+    @staticmethod
+    def _serialise(written: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+        """The record's line. A record that would not serialise, or would be too long, is
+        repaired (`audit.repair`) and names what was changed in `repaired`; one that even
+        so cannot be written raises AuditWriteError."""
+        try:
+            line = orjson.dumps(written)
+            if len(line) <= MAX_LINE_BYTES:
+                return line, written
+            problem = f"{len(line)} bytes, over the {MAX_LINE_BYTES}-byte limit"
+        except (orjson.JSONEncodeError, TypeError) as exc:
+            problem = str(exc)
+        for limit in (_REPAIR_LIMIT, _REPAIR_LIMIT_SHORT):
+            repaired, paths = repair_record(written, limit=limit, max_items=limit // 8)
+            chain = repaired.pop("chain")
+            repaired["repaired"] = paths
+            repaired["chain"] = chain  # the chain stays the last field, as on every line
+            try:
+                line = orjson.dumps(repaired)
+            except (orjson.JSONEncodeError, TypeError) as exc:
+                problem = str(exc)
+                continue
+            if len(line) <= MAX_LINE_BYTES:
+                return line, repaired
+            problem = f"{len(line)} bytes even repaired, over the {MAX_LINE_BYTES}-byte limit"
+        raise AuditWriteError(f"audit record cannot be serialised: {problem}")
+
+    # -- failing and recovering -------------------------------------------------------------
+
+    def _note_failure(self, problem: str, *, wrote: bool = True) -> None:
+        """One operational log line when writes start failing (not one per record)."""
+        self._failed_writes += int(wrote)
+        if self._failing is None:
+            self._failing_since = self._clock()
+            self._next_probe = time.monotonic() + PROBE_INTERVAL
+            logger.error(
+                "audit log cannot be written: every request is refused until it can",
+                extra={"audit": self.path, "error": problem},
+            )
+        self._failing = problem
+
+    def _note_success(self, how: str) -> None:
+        if self._failing is None:
+            return
+        logger.warning(
+            "audit log can be written again",
+            extra={
+                "audit": self.path,
+                "how": how,
+                "failed_writes": self._failed_writes,
+                "failing_s": round(max(0.0, self._clock() - self._failing_since), 3),
+            },
+        )
+        self._failing = None
+        self._failed_writes = 0
+
+    def _check_free_space(self) -> None:
+        problem = self._free_space_problem()
+        if problem is not None:
+            self._note_failure(problem, wrote=False)
+
+    def _free_space_problem(self) -> str | None:
+        assert self._fd is not None
+        try:
+            stats = os.fstatvfs(self._fd)
+        except OSError:
+            return None  # no answer is not a full disk; the write itself will tell
+        # Root may use the blocks kept for it; anyone else only those available to all.
+        blocks = stats.f_bfree if os.geteuid() == 0 else stats.f_bavail
+        free = blocks * stats.f_frsize
+        if free >= FREE_SPACE_RESERVE:
+            return None
+        return f"its file system is full ({free} bytes free, {FREE_SPACE_RESERVE} needed)"
+
+    def _probe_locked(self) -> None:
+        """Whether a write would succeed now: the file system has room, and a small file
+        beside the log can be written and removed. Never touches the log itself."""
+        if self._failing is None or self._fd is None or self._stream:
+            return
+        now = time.monotonic()
+        if now < self._next_probe:
+            return
+        self._next_probe = now + PROBE_INTERVAL
+        if self._free_space_problem() is not None:
+            return
+        directory, name = os.path.split(self.path)
+        probe = os.path.join(directory, f".{name}.probe")
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, bytes(_PROBE_BYTES))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+                os.unlink(probe)
+        except OSError:
+            return  # still failing, for the reason already logged
+        self._note_success("a probe write succeeded")
 
     def _timestamp(self) -> str:
         """`format_timestamp(clock())`, with the date and time part formatted once a second

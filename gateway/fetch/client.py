@@ -39,7 +39,7 @@ from gateway.fetch.decode import ACCEPT_ENCODING, BoundedDecoder, parse_content_
 from gateway.fetch.dial import SocketGuard, SocketRefusedError
 from gateway.fetch.dial import connector as dial_connector
 from gateway.fetch.resolver import AddressDeniedError, PolicyResolver, StaticHosts
-from gateway.fetch.strict_protocol import use_strict_responses
+from gateway.fetch.strict_protocol import StrictResponseHandler, use_strict_responses
 from gateway.policy.engine import Decision, decide_answer, decide_content_type
 from gateway.policy.model import IPNetwork, Policy
 from gateway.policy.redirects import AmbiguousRedirectError, plan_redirect
@@ -427,12 +427,10 @@ async def _drain(response: aiohttp.ClientResponse) -> None:
 
 
 def _peer_ip(response: aiohttp.ClientResponse) -> str | None:
-    # A small body may already have released the connection; the protocol (and its
-    # transport, now pooled) stays on the response.
+    # A small body may already have released the connection, or the upstream closed it:
+    # the protocol stays on the response, with the address it was dialled to.
     protocol = response.connection.protocol if response.connection else response._protocol
-    transport = protocol.transport if protocol is not None else None
-    peer = transport.get_extra_info("peername") if transport is not None else None
-    return str(peer[0]) if peer else None
+    return protocol.dialled_ip if isinstance(protocol, StrictResponseHandler) else None
 
 
 def translate_error(exc: BaseException, *, before_head: bool) -> GatewayError:

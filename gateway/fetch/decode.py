@@ -14,6 +14,7 @@ import brotli
 
 from gateway.errors import ResponseTooLargeError, UpstreamError
 from gateway.wire.http1 import MAX_GZIP_MEMBERS
+from gateway.wire.representable import representable
 
 SLICE = 64 * 1024
 SUPPORTED = ("gzip", "x-gzip", "deflate", "br")
@@ -27,9 +28,11 @@ def parse_content_encoding(values: list[str]) -> str | None:
     if not codings:
         return None
     if len(codings) > 1:
-        raise UpstreamError(f"the upstream stacked content codings: {', '.join(codings)}")
+        shown = representable(", ".join(codings), limit=100)  # the upstream's bytes
+        raise UpstreamError(f"the upstream stacked content codings: {shown}")
     if codings[0] not in SUPPORTED:
-        raise UpstreamError(f"the upstream used an unsupported content coding: {codings[0][:40]}")
+        shown = representable(codings[0], limit=40)
+        raise UpstreamError(f"the upstream used an unsupported content coding: {shown}")
     return "gzip" if codings[0] == "x-gzip" else codings[0]
 
 

@@ -222,12 +222,16 @@ def parse_static_hosts(table: Mapping[str, Sequence[str]]) -> dict[str, tuple[IP
 
 def own_listening_addresses(binds: Sequence[tuple[str, int]]) -> tuple[tuple[IPNetwork, int], ...]:
     """The gateway's own (network, port) pairs; a wildcard bind counts as every local
-    address on that port (loopback ranges and the host's own addresses)."""
+    address on that port (loopback ranges and the host's own addresses). 0.0.0.0/8 and ::
+    are its own on every bound port, whatever the bind: Linux connects a socket dialled to
+    them to a listener on this host (0.0.0.0:PORT reaches 127.0.0.1:PORT)."""
     out: list[tuple[IPNetwork, int]] = []
     for host, port in binds:
         ip = ipaddress.ip_address(host) if host else ipaddress.ip_address("0.0.0.0")
+        for network in ("0.0.0.0/8", "::/128"):
+            out.append((ipaddress.ip_network(network), port))
         if ip.is_unspecified:
-            for network in ("127.0.0.0/8", "::1/128", "0.0.0.0/32", "::/128"):
+            for network in ("127.0.0.0/8", "::1/128"):
                 out.append((ipaddress.ip_network(network), port))
             for local in _local_addresses():
                 out.append((ipaddress.ip_network(local), port))

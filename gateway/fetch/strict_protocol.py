@@ -26,6 +26,15 @@ class StrictResponseHandler(ResponseHandler):
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(loop)
         self._framing = ResponseFraming()
+        # The address this connection was dialled to (the SocketGuard checked it), kept
+        # when the connection is made: an upstream that closes right after its answer
+        # leaves no transport to ask by the time the audit record is built.
+        self.dialled_ip: str | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        self.dialled_ip = str(peer[0]) if peer else None
+        super().connection_made(transport)
 
     def set_response_params(self, *, skip_payload: bool = False, **params: Any) -> None:
         # Called once per request on this connection, before its response is read.

@@ -56,6 +56,7 @@ from gateway.policy.addresses import (
 from gateway.policy.dlp import UNTRUSTED_HOST, DlpMode, Finding, split_url
 from gateway.policy.model import Action, IPNetwork, Mode, Policy
 from gateway.policy.urls import InvalidURLError, Target, UnsupportedSchemeError, parse_url
+from gateway.wire.representable import representable
 
 
 class Reason(StrEnum):
@@ -253,8 +254,13 @@ def decide_target(
         return _deny(policy, Reason.SCHEME_NOT_ALLOWED, "schemes", detail=target.scheme)
     if target.port not in policy.ports:
         return _deny(policy, Reason.PORT_NOT_ALLOWED, "ports", detail=str(target.port))
-    if method is not None and method.upper() not in policy.methods:
-        return _deny(policy, Reason.METHOD_NOT_ALLOWED, "methods", detail=method)
+    if method is not None and method not in policy.methods:
+        # Methods are case-sensitive tokens (RFC 9110 9.1): `get` is not GET, and what is
+        # allowed is forwarded exactly as written, so no rule for GET applies to `get`.
+        detail = representable(method, limit=32)
+        if method.upper() in policy.methods:
+            detail += f" (methods are case-sensitive; {method.upper()} is allowed)"
+        return _deny(policy, Reason.METHOD_NOT_ALLOWED, "methods", detail=detail)
     if sent is not None and policy.dlp.mode is not DlpMode.OFF:
         # What is dialled (the mapped host) is looked at, not only what was written.
         finding = policy.dlp.scan_url(sent, None if target.ip is not None else target.host)
@@ -431,7 +437,9 @@ def _decide_media(
     for pattern in patterns:
         if media and fnmatch.fnmatchcase(media, pattern):
             return _allow(policy, rule)
-    return _deny(policy, Reason.CONTENT_TYPE_NOT_ALLOWED, rule, detail=media or "no content type")
+    # The upstream chose these bytes: escaped and capped before they reach a message or record.
+    shown = representable(media, limit=200) if media else "no content type"
+    return _deny(policy, Reason.CONTENT_TYPE_NOT_ALLOWED, rule, detail=shown)
 
 
 def decide_tunnel_start(

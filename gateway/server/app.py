@@ -7,7 +7,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from gateway.runtime import Services
-from gateway.server import api, drain, keys_api, mcp, metrics_api, openapi
+from gateway.server import api, drain, guard, keys_api, mcp, metrics_api, openapi
 from gateway.server.handles import SERVICES
 from gateway.server.middleware import REVIEW_PREFIX, api_error_shape, authenticate
 from gateway.server.review import add_review
@@ -16,6 +16,7 @@ from gateway.server.review import add_review
 def make_app(services: Services) -> web.Application:
     app = web.Application(
         middlewares=[
+            guard.watch_heads,
             metrics_api.observe_requests,
             api_error_shape,
             mcp.mcp_shape,

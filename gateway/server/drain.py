@@ -19,6 +19,7 @@ from aiohttp import web
 
 from gateway.audit.log import AuditLog
 from gateway.errors import AuditWriteError, UnavailableError
+from gateway.server.guard import BODY
 from gateway.server.handles import REQUEST_ID, SERVICES, Handler, caller, error_response
 from gateway.tools import jsonwire
 from gateway.tools.context import CallContext
@@ -122,7 +123,7 @@ def _record_cut_off(
 
 def _body(request: web.Request) -> Mapping[str, Any]:
     """What the call asked for, from the body aiohttp already read (never re-read here)."""
-    raw = getattr(request, "_read_bytes", None)
+    raw = request.get(BODY)
     try:
         body = jsonwire.loads_request(raw) if raw else None
     except jsonwire.RequestJSONError:

@@ -8,18 +8,37 @@ there are no globals.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
-from gateway.errors import GatewayError, InvalidRequestError, RequestTooLargeError, UnavailableError
+from gateway.errors import (
+    GatewayError,
+    InvalidRequestError,
+    RateLimitedError,
+    RequestTooLargeError,
+    UnavailableError,
+)
+from gateway.limits import Lease
 from gateway.runtime import ClientIdentity, Services
+from gateway.server.guard import read_body
 from gateway.tools import jsonwire
-from gateway.tools.records import auth_failure_record
+
+
+@dataclass(slots=True)
+class Admission:
+    """The lease a POST took against its client's limits. It pays for the POST's first tool
+    call; every further call of a JSON-RPC batch takes a lease of its own (mcp.py)."""
+
+    lease: Lease
+    spent: bool = False
+
 
 SERVICES = web.AppKey("services", Services)
 REQUEST_ID = web.RequestKey("request_id", str)
 CLIENT = web.RequestKey("client", ClientIdentity)
+ADMISSION = web.RequestKey("admission", Admission)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -49,10 +68,7 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     """The request body as a JSON object, or invalid_request."""
     if request.app[SERVICES].draining:
         raise UnavailableError("the gateway is shutting down", retry_after=5)
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise body_too_large(request) from None
+    raw = await request_body(request)
     try:
         value = jsonwire.loads_request(raw)
     except jsonwire.RequestJSONError as exc:
@@ -67,6 +83,13 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     return value
 
 
+async def request_body(request: web.Request) -> bytes:
+    """The body, read once under `server.max_body_bytes` and, per wait for more bytes,
+    `server.header_timeout` (guard.read_body)."""
+    server = request.app[SERVICES].config.server
+    return await read_body(request, limit=server.max_body_bytes, timeout=server.header_timeout)
+
+
 def body_too_large(request: web.Request) -> RequestTooLargeError:
     limit = request.app[SERVICES].config.server.max_body_bytes
     return RequestTooLargeError(f"the request body is over server.max_body_bytes ({limit})")
@@ -74,17 +97,24 @@ def body_too_large(request: web.Request) -> RequestTooLargeError:
 
 def record_auth_failure(
     request: web.Request, message: str, *, client_hint: str | None, transport: str | None = None
-) -> None:
-    """The `auth_failure` record of a refused credential (`client_hint`: a configured client
-    id it named, never the token)."""
-    request.config_dict[SERVICES].audit.append(
-        auth_failure_record(
-            transport=transport or ("mcp" if request.path == "/mcp" else "api"),
-            message=message,
-            client_hint=client_hint,
-            source=_peer(request),
-            request_id=request.get(REQUEST_ID),
-        )
+) -> float | None:
+    """Count a refused credential (`client_hint`: a configured client id it named, never the
+    token): its `auth_failure` record, or its count in its address's window (one record per
+    window, tools/authfailures.py). Returns the seconds its address is throttled for, if it
+    is (the caller answers 429 then), else None."""
+    return request.config_dict[SERVICES].auth_failures.failed(
+        transport=transport or ("mcp" if request.path == "/mcp" else "api"),
+        message=message,
+        client_hint=client_hint,
+        source=_peer(request),
+        request_id=request.get(REQUEST_ID),
+    )
+
+
+def throttled(retry_after: float) -> RateLimitedError:
+    return RateLimitedError(
+        "too many failed credentials from this address; wait before trying again",
+        retry_after=retry_after,
     )
 
 

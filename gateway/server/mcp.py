@@ -9,6 +9,8 @@ tool result with `isError: true`, never a protocol error. A tool name no registe
 is the spec's protocol error -32602, not audited (no tool was called). `Status` (no
 arguments) is listed for every caller and returns what GET /v1/status returns to it: it reads
 the gateway's state and reaches no network, so, like that endpoint, it is not audited.
+Each tool call counts against the caller's limits: the POST's admission pays for its first,
+and every further call of a batch is admitted (or refused, as a tool error on record) alone.
 Translates only; no business logic.
 """
 
@@ -28,9 +30,18 @@ from gateway.errors import (
     UnauthorizedError,
     UnavailableError,
 )
+from gateway.limits import FREE_LEASE, Lease
 from gateway.server.api import context, status_body
 from gateway.server.drain import call_until_cut_off
-from gateway.server.handles import REQUEST_ID, SERVICES, Handler, body_too_large, caller
+from gateway.server.handles import (
+    ADMISSION,
+    REQUEST_ID,
+    SERVICES,
+    Handler,
+    body_too_large,
+    caller,
+    request_body,
+)
 from gateway.tools import jsonwire
 from gateway.tools.registry import ToolRegistry, ToolSpec
 
@@ -146,7 +157,7 @@ async def handle_post(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     if services.draining:
         raise UnavailableError("the gateway is shutting down", retry_after=5)
-    raw = await request.read()
+    raw = await request_body(request)
     try:
         message = jsonwire.loads_request(raw)
     except jsonwire.RequestJSONError as exc:
@@ -393,14 +404,35 @@ async def _call(request: web.Request, params: dict[str, Any]) -> dict[str, Any]:
         request.app[SERVICES].tools.record_refusal(spec.name, ctx, error)
         return error_result(error, ctx.request_id)
     try:
+        lease = await _admit(request)
+    except GatewayError as error:  # over the client's limits: this call, on record
+        request.app[SERVICES].tools.record_refusal(spec.name, ctx, error, arguments)
+        return error_result(error, ctx.request_id)
+    try:
         body = await call_until_cut_off(request, spec, ctx, arguments)
     except GatewayError as error:
         return error_result(error, ctx.request_id)
+    finally:
+        await lease.release()
     return {
         "content": [{"type": "text", "text": spec.render_text(body)}],
         "structuredContent": body,
         "isError": False,
     }
+
+
+async def _admit(request: web.Request) -> Lease:
+    """The lease one tool call runs under: the POST's own for its first call (taken by the
+    middleware), a new one for each further call of a batch, so a batch of 32 calls counts
+    32 against `requests_per_minute` and holds a `concurrent` slot for each call it runs."""
+    admission = request.get(ADMISSION)
+    client = caller(request)
+    if admission is None or client is None:
+        return FREE_LEASE
+    if not admission.spent:
+        admission.spent = True
+        return admission.lease  # released when this call ends, so the next may take its slot
+    return await request.app[SERVICES].limiter.acquire(client.id, client.limits)
 
 
 async def _status(request: web.Request, arguments: dict[str, Any]) -> dict[str, Any]:

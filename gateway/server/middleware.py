@@ -2,7 +2,8 @@
 
 Every response carries `X-Request-Id`; every error, the router's 404/405 included, is the
 API's JSON error body (except on /mcp, which answers in JSON-RPC). Bearer tokens are checked,
-and every POST counts against the caller's limits, before a route sees the request.
+and every POST counts against the caller's limits, before a route sees the request (and
+each further tool call of an MCP batch counts again, in mcp.py).
 """
 
 from __future__ import annotations
@@ -23,13 +24,17 @@ from gateway.errors import (
 )
 from gateway.runtime import Services
 from gateway.server.handles import (
+    ADMISSION,
     CLIENT,
     REQUEST_ID,
     SERVICES,
+    Admission,
     Handler,
     body_too_large,
     error_response,
     record_auth_failure,
+    request_body,
+    throttled,
 )
 from gateway.server.mcp import tool_calls
 from gateway.tools.context import CallContext
@@ -86,13 +91,17 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     try:
         client = services.state.authenticate(request.headers.get("Authorization"))
     except UnauthorizedError as error:
-        record_auth_failure(request, error.message, client_hint=None)
+        wait = record_auth_failure(request, error.message, client_hint=None)
+        if wait is not None:
+            raise throttled(wait) from None
         raise
     if client is None:
         return await handler(request)
     if client.is_reviewer:
         message = f"client {client.id!r} is a reviewer: its token opens {REVIEW_PREFIX}/ only"
-        record_auth_failure(request, message, client_hint=client.id)
+        wait = record_auth_failure(request, message, client_hint=client.id)
+        if wait is not None:
+            raise throttled(wait)
         raise ReviewerTokenError(message)
     request[CLIENT] = client
     if request.method != "POST":
@@ -109,6 +118,7 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
             for name, arguments in await _mcp_tool_calls(request):
                 services.tools.record_refusal(name, ctx, error, arguments)
         raise
+    request[ADMISSION] = Admission(lease)
     try:
         return await handler(request)
     finally:
@@ -117,10 +127,10 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
 
 async def _mcp_tool_calls(request: web.Request) -> list[tuple[str, dict[str, Any]]]:
     """The tool calls a refused /mcp POST held (mcp.tool_calls); none for a body over
-    server.max_body_bytes."""
+    server.max_body_bytes or one that stopped arriving."""
     try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
+        raw = await request_body(request)
+    except GatewayError:  # over server.max_body_bytes, or it stopped arriving
         return []
     return tool_calls(raw, request.app[SERVICES].tools)
 

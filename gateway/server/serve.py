@@ -15,7 +15,6 @@ import signal
 import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from aiohttp import web
 
@@ -24,6 +23,7 @@ from gateway.reload import Fingerprint, ReloadController, startup_fingerprints
 from gateway.runtime import Services
 from gateway.server.app import make_app
 from gateway.server.drain import CUT_OFF
+from gateway.server.guard import GUARD, ConnectionGuard
 from gateway.server.proxy.listener import install_forward_proxy
 from gateway.server.worker_metrics import SNAPSHOT_INTERVAL, WorkerMetrics
 
@@ -56,6 +56,11 @@ async def serve(
             await services.shared.start()
         install_forward_proxy(services)
         app = make_app(services)
+        guard = ConnectionGuard(
+            header_timeout=config.server.header_timeout,
+            max_per_ip=config.server.max_connections_per_ip,
+        )
+        app[GUARD] = guard
         runner = web.AppRunner(
             app,
             handle_signals=False,
@@ -70,21 +75,23 @@ async def serve(
     stop = stop or asyncio.Event()
     binds: list[tuple[str, int]] = []
     snapshots: asyncio.Future[None] | None = None
+    listener: asyncio.Server | None = None
     opened = False
     try:
         # Written before the port opens, so the other workers' scrapes count this one at once.
         snapshots = _share_metrics(services, worker_metrics)
         # Several workers (gateway/server/workers.py) share the port; the kernel spreads the
-        # connections between them.
-        site = web.TCPSite(
-            runner,
-            config.listen.host,
+        # connections between them. aiohttp's server is the protocol factory (its low-level
+        # API), each connection behind the guard (header_timeout, max_connections_per_ip).
+        assert runner.server is not None
+        listener = await asyncio.get_running_loop().create_server(
+            guard.protocol_factory(runner.server),
+            config.listen.host or None,
             config.listen.port,
             reuse_address=True,
             reuse_port=config.listen.workers > 1 or None,
         )
-        await site.start()
-        binds.extend(_bound(site))
+        binds.extend(_bound(listener))
         for hook in services.extra_sites:
             binds.extend(await hook(services))
         # The audit log opens (log_start) only once every port is bound: a start that fails
@@ -120,8 +127,10 @@ async def serve(
         ticker.cancel()
         watcher.cancel()
         services.draining = True
-        await _drain(services, runner, config.server.shutdown_grace)
+        await _drain(services, runner, listener, config.server.shutdown_grace)
     finally:
+        if listener is not None:
+            listener.close()
         if snapshots is not None:
             snapshots.cancel()
         if worker_metrics is not None:
@@ -147,11 +156,9 @@ def _share_metrics(services: Services, shared: WorkerMetrics | None) -> asyncio.
     return asyncio.ensure_future(shared.run(services.metrics.render_own, SNAPSHOT_INTERVAL))
 
 
-def _bound(site: web.TCPSite) -> list[tuple[str, int]]:
-    server = site._server
-    sockets: list[Any] = list(getattr(server, "sockets", []) or [])
+def _bound(server: asyncio.Server) -> list[tuple[str, int]]:
     out = []
-    for sock in sockets:
+    for sock in server.sockets:
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             host, port = sock.getsockname()[:2]
             out.append((host, port))
@@ -168,12 +175,16 @@ def _settle_garbage_collector() -> None:
 
 
 async def _tick(services: Services, stop: asyncio.Event) -> None:
-    """Periodic work: signed checkpoints also when idle."""
+    """Periodic work: signed checkpoints also when idle, and probes of a failing audit log."""
     last_logged = -CHECKPOINT_LOG_EVERY
     while not stop.is_set():
         await asyncio.sleep(CHECKPOINT_TICK)
         try:
+            # A log that could not be written is tried again, so it recovers (and /readyz
+            # turns ready) once space returns, also when no request comes to try it.
+            services.audit.probe()
             services.audit.maybe_checkpoint()
+            services.auth_failures.flush()  # the counts of windows that ended
         except Exception:
             # Audit write failures are logged by the log itself; anything else (a signing
             # error, a bug) is logged here, at most once a minute rather than every tick.
@@ -183,7 +194,9 @@ async def _tick(services: Services, stop: asyncio.Event) -> None:
                 log.exception("writing a signed audit checkpoint failed")
 
 
-async def _drain(services: Services, runner: web.AppRunner, grace: float) -> None:
+async def _drain(
+    services: Services, runner: web.AppRunner, listener: asyncio.Server, grace: float
+) -> None:
     """Unready (already, from the signal handler), stop accepting, wait for what is in flight
     up to `grace`, then cancel the tool calls still running (each audited, answered 503)."""
     services.metrics.draining.set(1)
@@ -193,8 +206,7 @@ async def _drain(services: Services, runner: web.AppRunner, grace: float) -> Non
             await stopper()
         except Exception:
             log.exception("a drain hook failed")
-    for site in list(runner.sites):
-        await site.stop()
+    listener.close()  # no new connections; those open finish below
     if runner.server is not None:
         # Idle keep-alive connections close now; busy ones after their response.
         runner.server.pre_shutdown()

@@ -13,14 +13,25 @@ this module once did.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import orjson
 
+from gateway.audit.repair import repair_record
+
 
 def dumps(value: Any) -> bytes:
-    """A result as JSON bytes."""
-    return orjson.dumps(value)
+    """A result as JSON bytes. A value that slipped through unescaped (a lone surrogate from
+    an upstream's bytes in a message) is escaped here rather than failing the answer."""
+    try:
+        return orjson.dumps(value)
+    except (orjson.JSONEncodeError, TypeError):
+        # Strings only: a value JSON has no form for is a bug, and still raises TypeError.
+        repaired, _ = repair_record(
+            {"": value}, limit=sys.maxsize, max_items=sys.maxsize, coerce=False
+        )
+        return orjson.dumps(repaired[""])
 
 
 class RepeatedKeys(dict[str, Any]):

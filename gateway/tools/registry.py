@@ -90,9 +90,12 @@ def audited(action: str, call: ToolCall, audit: AuditLog) -> ToolCall:
     AuditWriteError instead (fail closed: no call goes unrecorded). Any other exception is
     a bug: logged with its traceback, recorded and raised as InternalError, so the agent
     gets the API's error shape and the call is still on record. Cancellation is not
-    an exception here (the drain records cut-off calls)."""
+    an exception here (the drain records cut-off calls). A log that cannot be written
+    (`AuditLog.preflight`) refuses the call before it starts."""
 
     async def run(ctx: CallContext, args: Mapping[str, Any]) -> dict[str, Any]:
+        # A log that cannot take the call's record refuses it before anything leaves.
+        audit.preflight()
         try:
             return await call(ctx, args)
         except GatewayError as error:

@@ -192,6 +192,8 @@ class WebFetchTool:
             if watching:
                 await self._note_sightings(ctx, target.host, hit, requested=outbound)
             return hit, requested_id
+        # Nothing leaves before its record is known to be writable (fail closed).
+        self._audit.preflight({"url": {"original": url, "full": str(target.url)}})
         trace = FetchTrace(requested=target, current=target)
         try:
             result = await self._fetcher.fetch_traced(policy, trace, FetchOptions())

@@ -460,21 +460,55 @@ def test_a_full_disk_refuses_records_and_leaves_no_torn_line(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(
-    "record, message",
+    "record, repaired",
     [
-        pytest.param({"pad": "x" * (1024 * 1024)}, "exceeds", id="too-large"),
-        pytest.param({"value": object()}, "cannot be serialised", id="not-serialisable"),
-        pytest.param({1: "non-string key"}, "cannot be serialised", id="non-string-key"),
+        pytest.param({"pad": "x" * (1024 * 1024)}, ["pad"], id="too-large"),
+        pytest.param({"value": object()}, ["value"], id="not-serialisable"),
+        pytest.param({1: "non-string key"}, [".<key>"], id="non-string-key"),
+        pytest.param({"n": 2**70}, ["n"], id="integer-past-64-bits"),
+        pytest.param(
+            {"http": {"response": {"mime_type": "text/\udcffhtml"}}},
+            ["http.response.mime_type"],
+            id="lone-surrogate",
+        ),
+        pytest.param({"list": ["a"] * 5000, "s": "\ud800"}, ["s", "list"], id="long-list"),
     ],
 )
-def test_records_that_cannot_be_written_are_refused(
-    tmp_path: Path, record: dict[object, object], message: str
+def test_records_that_would_not_serialise_are_written_repaired(
+    tmp_path: Path, record: dict[object, object], repaired: list[str]
+) -> None:
+    """What a caller missed does not erase the record: it is written, escaped and capped,
+    naming the fields that changed, and the log stays healthy."""
+    log = open_log(tmp_path / "a.jsonl")
+    written = log.append(record)  # type: ignore[arg-type]
+    assert log.status()["healthy"] is True
+    log.append(fetch_record(2))
+    log.close()
+    lines = read_lines(tmp_path / "a.jsonl")
+    assert_linked(lines)
+    on_disk = orjson.loads(lines[1])
+    assert on_disk == written and sorted(on_disk["repaired"]) == sorted(repaired)
+    assert len(lines[1]) <= 1024 * 1024
+    assert [r.valid for r in verify_files([str(tmp_path / "a.jsonl")])] == [True]
+
+
+def test_a_record_that_cannot_be_written_even_repaired_fails_readiness_and_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     log = open_log(tmp_path / "a.jsonl")
     before = read_lines(tmp_path / "a.jsonl")
-    with pytest.raises(AuditWriteError, match=message):
-        log.append(record)  # type: ignore[arg-type]
-    log.append(fetch_record(2))
+    # Ten thousand keys of 200 characters: over a line's limit whatever strings are cut to.
+    huge = {f"{i:05d}" + "k" * 200: i for i in range(10_000)}
+    with (
+        caplog.at_level("ERROR", logger="gateway.audit.log"),
+        pytest.raises(AuditWriteError, match="cannot be serialised"),
+    ):
+        log.append(huge)
+    status = log.status()
+    assert status["healthy"] is False and "cannot be serialised" in status["error"]
+    assert [r.getMessage() for r in caplog.records if "cannot be written" in r.getMessage()]
+    log.append(fetch_record(2))  # the next record that can be written heals it
+    assert log.status() == {**log.status(), "healthy": True, "error": None}
     log.close()
     lines = read_lines(tmp_path / "a.jsonl")
     assert lines[: len(before)] == before and len(lines) == len(before) + 1

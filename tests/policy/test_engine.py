@@ -418,8 +418,35 @@ def test_method_checked_for_proxy_only() -> None:
         Reason.METHOD_NOT_ALLOWED,
         "methods",
     )
-    decision, _ = decide_url(policy, "http://x.example/", tool=None, method="head")
+    decision, _ = decide_url(policy, "http://x.example/", tool=None, method="HEAD")
     assert decision.allowed
+
+
+ALL_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+@pytest.mark.parametrize("spelling", ["exact", "lower", "title"])
+def test_methods_are_case_sensitive_tokens(method: str, spelling: str) -> None:
+    """Class: a body on GET. `get` or `Head` is not the allowed GET or HEAD (RFC 9110 9.1):
+    only the exact token passes, so what passes is forwarded exactly as allowed."""
+    policy = make_policy(default=Action.ALLOW, methods=ALL_METHODS)
+    sent = {"exact": method, "lower": method.lower(), "title": method.title()}[spelling]
+    decision, _ = decide_url(policy, "http://x.example/", tool=None, method=sent)
+    if spelling == "exact":
+        assert decision.allowed
+        return
+    assert (decision.allowed, decision.reason, decision.rule) == (
+        False,
+        Reason.METHOD_NOT_ALLOWED,
+        "methods",
+    )
+    assert decision.detail == f"{sent} (methods are case-sensitive; {method} is allowed)"
+
+
+def test_a_method_not_allowed_in_any_case_has_no_case_hint() -> None:
+    decision, _ = decide_url(make_policy(default=Action.ALLOW), "http://x/", tool=None, method="put")
+    assert not decision.allowed and decision.detail == "put"
 
 
 @pytest.mark.parametrize(

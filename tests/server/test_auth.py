@@ -102,3 +102,30 @@ async def test_rate_limit_is_429_with_retry_after(api) -> None:
     )
     assert other.status == 200  # limits are per client
     assert services.limiter.in_flight("slow-agent") == 0  # type: ignore[attr-defined]
+
+
+async def test_hundreds_of_failed_tokens_are_throttled_and_recorded_as_counts(api) -> None:
+    """Class: failed tokens are unthrottled. From one address, 300 bad tokens: the first 20
+    are 401, the rest 429 with Retry-After; the log holds the first failure at once and
+    the others as one record with their count, not 300 records."""
+    client, services = api
+    statuses = []
+    for n in range(300):
+        response = await client.post(
+            "/v1/policy/explain", json={"url": "http://a.example.com/"}, headers=bearer(f"w{n}")
+        )
+        statuses.append(response.status)
+        if response.status == 429:
+            assert int(response.headers["Retry-After"]) >= 1
+            assert (await response.json())["error"]["code"] == "rate_limited"
+    assert statuses == [401] * 20 + [429] * 280
+    ok = await client.post("/v1/policy/explain", json={"url": "http://a.example.com/"},
+                           headers=bearer("tok-open"))  # fmt: skip
+    assert ok.status == 200  # a valid token from the same address is never throttled
+    before = [r for r in audit_records(services) if r["event"]["action"] == "auth_failure"]
+    assert len(before) == 1
+    services.auth_failures.flush(everything=True)
+    first, counted = [r for r in audit_records(services) if r["event"]["action"] == "auth_failure"]
+    assert counted["event"]["count"] == 299
+    assert counted["source"]["ip"] == first["source"]["ip"] == "127.0.0.1"
+    assert "w1" not in str(counted)  # no token is ever logged

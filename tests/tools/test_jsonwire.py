@@ -77,3 +77,10 @@ def test_the_last_value_is_kept_and_marked() -> None:
 def test_what_orjson_refuses_or_cannot_read_is_malformed(raw: bytes) -> None:
     with pytest.raises(RequestJSONError):
         loads_request(raw)
+
+
+def test_a_lone_surrogate_in_a_result_is_escaped_not_fatal() -> None:
+    # An upstream's byte that was not UTF-8, left in a message by a path that missed it.
+    assert dumps({"error": {"message": "type image/\udcffpng"}}) == (
+        b'{"error":{"message":"type image/\\\\xffpng"}}'
+    )

@@ -6,6 +6,8 @@ loopback, the audit file read back. The HTTP API's own shapes are tests/server/t
 from __future__ import annotations
 
 import hashlib
+import http.server
+import threading
 from typing import Any
 
 import orjson
@@ -98,3 +100,47 @@ def test_the_page_cache_is_off_at_ttl_zero_and_expires() -> None:
     off = FetchCache(0)
     off.put(("k",), page)
     assert off.get(("k",)) is None
+
+
+class _ClosingHandler(http.server.BaseHTTPRequestHandler):
+    """The standard library's server: HTTP/1.0, the connection closed after each answer."""
+
+    def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+        body = b"closing page " + self.path.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@pytest.fixture
+def closing_upstream():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ClosingHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+async def test_destination_ip_is_the_address_dialled_even_when_the_upstream_closed(
+    closing_upstream: int, write_policy: Any, make_config: Any
+) -> None:
+    """Class: `destination.ip` is null. An upstream that closes right after its answer (the
+    connection is gone before the record is built) still has its address on record."""
+    svc = Services(make_config(write_policy(loopback_policy(closing_upstream))))
+    svc.open()
+    try:
+        for n in range(40):
+            url = f"http://site.example.com:{closing_upstream}/n{n}"
+            await svc.webfetch.call(context(svc), {"url": url})
+        ips = [record["destination"]["ip"] for record in records(svc)]
+    finally:
+        await svc.close()
+    assert ips == ["127.0.0.1"] * 40

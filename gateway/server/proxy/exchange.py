@@ -267,6 +267,7 @@ class Exchange:
     ) -> bool:
         head, conn, proxy = self.head, self.conn, self.proxy
         try:
+            proxy.services.audit.preflight()  # nothing leaves that cannot be on record
             upstream = await proxy.traffic.send(verdict, head.method, headers, body)
         except Refused as exc:
             return self.deny(exc.verdict)
@@ -381,6 +382,7 @@ class Exchange:
     async def _open(self, verdict: Verdict, lease: Lease) -> bool:
         upstream = UpstreamSide()
         try:
+            self.proxy.services.audit.preflight()  # nothing leaves that cannot be on record
             transport, ip = await self.proxy.traffic.open(verdict, lambda: upstream)
         except Refused as exc:
             self.deny(exc.verdict)
