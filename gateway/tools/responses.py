@@ -166,7 +166,19 @@ _FETCH_FIELDS = {
     "dsse": DSSE,
 }
 FETCH_RESPONSE = _object(
-    ["envelope", "title", "description", "headings", "content"], **_FETCH_FIELDS
+    ["envelope", "title", "description", "headings", "content"],
+    **_FETCH_FIELDS,
+    next_start_index={
+        **_INT,
+        "description": "Only when the envelope says truncated: the start_index that reads on "
+        "(start_index + chars).",
+    },
+    notes={
+        "type": "array",
+        "items": _STR,
+        "description": "Only when the call had arguments the gateway accepts and ignores (such "
+        "as prompt): what each one did not do.",
+    },
 )
 
 _RESULT_POLICY = _object(
