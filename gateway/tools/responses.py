@@ -284,7 +284,8 @@ RESEARCH_PASSAGE = _object(
     char_start={
         "type": "integer",
         "minimum": 0,
-        "description": "Code points into the page's whole extracted text: "
+        "description": "Code points into the page's whole extracted text in the call's "
+        "extract_mode (the page's content, unwrapped, before max_page_length cuts it): "
         "text[char_start:char_end] is the passage.",
     },
     char_end={"type": "integer", "minimum": 0},
