@@ -329,7 +329,8 @@ async def summary_page(request: web.Request) -> web.Response:
         clients.append(
             {
                 "id": client_id if client_id != "-" else NO_CLIENT,
-                "link": urlencode({"client": client_id}),
+                # The timeline filters by a client id; records without one have none to name.
+                "link": urlencode({"client": client_id}) if client_id != "-" else None,
                 "total": sum(counts.decisions.values()),
                 "malformed": counts.malformed,
                 "decisions": [(d.value, counts.decisions.get(d, 0)) for d in Disposition],
