@@ -2,6 +2,13 @@
 domain, client and hour): totals by disposition and tool, top denied domains, a per-client
 table, deny reasons, an hourly timeline, and injection signals per domain.
 
+Decisions are counted, not records (`kind_of`): a malformed request (`invalid_request`, the
+proxy's `bad_request`) was refused before any rule looked at it, an `auth_failure` is a
+missing credential (the challenge every proxy client meets first: git, pip and curl send
+credentials only after a 407) or a wrong one, and a `tunnel_close` ends a tunnel whose
+decision is its `proxy_connect` record. Each has its own count, apart from the decisions;
+only a tunnel that the TLS checks refused (`not_tls`, `sni_mismatch`) is a decision there.
+
 Injection signals come from an optional field the tools put on records of fetched content:
 `"sanitized": {"marker_lookalikes": n, "invisible_chars": n}`, the counts that
 `provenance.sanitize` neutralised in that content (look-alikes of the
@@ -14,6 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import orjson
@@ -39,6 +47,45 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 # Distinct domains are counted exactly up to this many per client, so memory stays bounded.
 _MAX_DISTINCT_PER_CLIENT = 100_000
+
+
+class RecordKind(StrEnum):
+    """What a record is, for counting: a decision, or one of the records that are not."""
+
+    DECISION = "decision"
+    MALFORMED = "malformed_request"  # refused before any rule: the request itself was bad
+    AUTH_CHALLENGE = "auth_challenge"  # no credential sent (clients retry with one)
+    AUTH_FAILURE = "auth_failure"  # a credential was sent and it was refused
+    TUNNEL_CLOSE = "tunnel_close"  # the end of a tunnel already counted at its CONNECT
+
+
+# The error codes of a request refused for its form: the API's and the proxy parser's.
+MALFORMED_CODES = frozenset({"invalid_request", "bad_request"})
+# The starts of the messages an `auth_failure` record carries when no credential came at all
+# (proxy, API and MCP, review login form), as gateway/server/proxy/auth.py, gateway/runtime.py
+# and gateway/server/review/access.py word them.
+NO_CREDENTIAL_MESSAGES = (
+    "proxy credentials required",
+    "missing bearer token",
+    "no token given",
+)
+
+
+def kind_of(record: Mapping[str, Any]) -> RecordKind:
+    """A record's kind; a URL that does not parse stays a decision (the policy's rule `url`)."""
+    action = action_of(record)
+    if action == "auth_failure":
+        message = text_field(section(record, "event"), "reason") or ""
+        if message.startswith(NO_CREDENTIAL_MESSAGES):
+            return RecordKind.AUTH_CHALLENGE
+        return RecordKind.AUTH_FAILURE
+    if action == "tunnel_close":
+        denied = section(record, "policy").get("decision") == "deny"
+        return RecordKind.DECISION if denied else RecordKind.TUNNEL_CLOSE
+    code = text_field(section(record, "error"), "code")
+    if code in MALFORMED_CODES and text_field(section(record, "policy"), "reason") != "invalid_url":
+        return RecordKind.MALFORMED
+    return RecordKind.DECISION
 
 
 def parse_since(text: str, *, now: float) -> float:
@@ -71,6 +118,7 @@ class _ClientStats:
     requests: int = 0
     denials: int = 0
     errors: int = 0
+    malformed: int = 0
     bytes: int = 0
     domains: set[str] = field(default_factory=set)
 
@@ -99,6 +147,8 @@ class Summariser:
         self.deny_reasons: Counter[str] = Counter()
         self.timeline: dict[str, Counter[str]] = {}
         self.signals: dict[str, _Signals] = {}
+        self.kinds: Counter[RecordKind] = Counter()
+        self.malformed_by_tool: Counter[str] = Counter()
 
     def add(self, record: Mapping[str, Any]) -> None:
         if is_lifecycle(record):
@@ -110,22 +160,31 @@ class Summariser:
         if self.since is not None and (seen is None or seen < self.since):
             return
         self.records += 1
-        disposition = disposition_of(record)
         if seen is not None:
             self.first = seen if self.first is None else min(self.first, seen)
             self.last = seen if self.last is None else max(self.last, seen)
-            self.timeline.setdefault(format_hour(seen), Counter())[disposition] += 1
+        kind = kind_of(record)
+        self.kinds[kind] += 1
+        if kind in (RecordKind.AUTH_CHALLENGE, RecordKind.AUTH_FAILURE, RecordKind.TUNNEL_CLOSE):
+            return  # not a request decided: counted apart, above
         tool = action_of(record) or "unknown"
         domain = domain_of(record)
+        stats = self.clients.setdefault(client or "-", _ClientStats())
+        stats.requests += 1
+        if domain and len(stats.domains) < _MAX_DISTINCT_PER_CLIENT:
+            stats.domains.add(domain)
+        if kind == RecordKind.MALFORMED:
+            stats.malformed += 1
+            self.malformed_by_tool[tool] += 1
+            return
+        disposition = disposition_of(record)
+        if seen is not None:
+            self.timeline.setdefault(format_hour(seen), Counter())[disposition] += 1
         policy = section(record, "policy")
         self.totals[disposition] += 1
         self.by_tool.setdefault(tool, Counter())[disposition] += 1
 
-        stats = self.clients.setdefault(client or "-", _ClientStats())
-        stats.requests += 1
         stats.bytes += int_field(section(section(record, "http"), "response"), "bytes")
-        if domain and len(stats.domains) < _MAX_DISTINCT_PER_CLIENT:
-            stats.domains.add(domain)
         if disposition == Disposition.ERROR:
             stats.errors += 1
         if disposition == Disposition.DENY:
@@ -166,10 +225,20 @@ class Summariser:
             "client": self.client,
             "records": self.records,
             "skipped_lines": self.skipped_lines,
+            "decisions": self.kinds[RecordKind.DECISION],
             "totals": {d.value: self.totals.get(d, 0) for d in Disposition},
+            "not_decisions": {
+                "malformed_requests": self.kinds[RecordKind.MALFORMED],
+                "auth_challenges": self.kinds[RecordKind.AUTH_CHALLENGE],
+                "auth_failures": self.kinds[RecordKind.AUTH_FAILURE],
+                "tunnel_closes": self.kinds[RecordKind.TUNNEL_CLOSE],
+            },
             "tools": {
-                tool: {d.value: counts.get(d, 0) for d in Disposition}
-                for tool, counts in sorted(self.by_tool.items())
+                tool: {
+                    **{d.value: self.by_tool.get(tool, Counter()).get(d, 0) for d in Disposition},
+                    "malformed": self.malformed_by_tool.get(tool, 0),
+                }
+                for tool in sorted({*self.by_tool, *self.malformed_by_tool})
             },
             "top_denied_domains": [
                 {
@@ -188,6 +257,7 @@ class Summariser:
                     "requests": stats.requests,
                     "denials": stats.denials,
                     "errors": stats.errors,
+                    "malformed": stats.malformed,
                     "distinct_domains": len(stats.domains),
                     "bytes": stats.bytes,
                 }

@@ -178,21 +178,39 @@ def render_summary(result: dict[str, Any]) -> str:
         out.append(f"{result['skipped_lines']} unreadable lines skipped")
     out.append("")
     columns = [d.value for d in Disposition]
-    out.append("Totals")
+    out.append(f"Decisions ({result['decisions']}: one per tool call, proxied request or tunnel)")
     out.append("  " + "  ".join(f"{name}={result['totals'][name]}" for name in columns))
+    out.append("  (deny: refused by the policy; error: allowed, then failed)")
+    out.append("")
+    out.append("Not decisions (counted apart)")
+    apart = result["not_decisions"]
+    out.extend(
+        _table(
+            ["records", "count"],
+            [
+                ["malformed requests (refused before any rule)", apart["malformed_requests"]],
+                [
+                    "authentication challenges (no credential sent; clients retry with one)",
+                    apart["auth_challenges"],
+                ],
+                ["authentication failures (a credential refused)", apart["auth_failures"]],
+                ["tunnel closes (each tunnel's decision is its CONNECT)", apart["tunnel_closes"]],
+            ],
+        )
+    )
     out.append("")
     out.append("By tool")
     out.extend(
         _table(
-            ["tool", *columns],
+            ["tool", *columns, "malformed"],
             [
-                [printable(tool, 32), *(counts[c] for c in columns)]
+                [printable(tool, 32), *(counts[c] for c in columns), counts["malformed"]]
                 for tool, counts in result["tools"].items()
             ],
         )
     )
     out.append("")
-    out.append("Top denied domains")
+    out.append("Top domains refused by the policy")
     out.extend(
         _table(
             ["domain", "count", "rule", "reason", "first seen", "last seen"],
@@ -213,13 +231,14 @@ def render_summary(result: dict[str, Any]) -> str:
     out.append("Clients")
     out.extend(
         _table(
-            ["client", "requests", "denials", "errors", "domains", "bytes"],
+            ["client", "requests", "denials", "errors", "malformed", "domains", "bytes"],
             [
                 [
                     printable(row["id"], 40),
                     row["requests"],
                     row["denials"],
                     row["errors"],
+                    row["malformed"],
                     row["distinct_domains"],
                     row["bytes"],
                 ]
@@ -228,7 +247,7 @@ def render_summary(result: dict[str, Any]) -> str:
         )
     )
     out.append("")
-    out.append("Deny reasons")
+    out.append("Policy refusals by reason")
     out.extend(
         _table(
             ["reason", "count"],
@@ -236,7 +255,7 @@ def render_summary(result: dict[str, Any]) -> str:
         )
     )
     out.append("")
-    out.append("Timeline (UTC hours)")
+    out.append("Decisions by UTC hour")
     out.extend(
         _table(
             ["hour", *columns],

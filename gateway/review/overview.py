@@ -1,6 +1,8 @@
 """Per-client summaries and decisions over time, for the whole audit folder: counts by decision
 and by refusal reason, the top domains allowed and refused, decision counts per minute (per
-hour once the log spans too many minutes) and the policy reloads.
+hour once the log spans too many minutes), the policy reloads, and injection signals per
+domain. Decisions are counted apart from the records that are none (malformed requests,
+authentication challenges and failures, tunnel closes), as `audit summary` counts them.
 
 Each file is read once: its tally is kept with the offset it reached and only the lines
 written since are read on the next view (a rotated file keeps its tally: rotation renames).
@@ -25,11 +27,13 @@ from gateway.audit.fields import (
     client_of,
     disposition_of,
     domain_of,
+    int_field,
     is_lifecycle,
     parse_timestamp,
     section,
     text_field,
 )
+from gateway.audit.summary import RecordKind, kind_of
 from gateway.review.files import AuditFolder, LogFile
 from gateway.review.query import RELOAD_ACTION
 
@@ -46,12 +50,28 @@ class ClientTally:
     reasons: Counter[str] = field(default_factory=Counter)
     allowed: Counter[str] = field(default_factory=Counter)
     refused: Counter[str] = field(default_factory=Counter)
+    malformed: int = 0  # requests refused for their form, before any rule
 
     def merge(self, other: ClientTally) -> None:
         self.decisions.update(other.decisions)
         self.reasons.update(other.reasons)
+        self.malformed += other.malformed
         _merge_capped(self.allowed, other.allowed)
         _merge_capped(self.refused, other.refused)
+
+
+@dataclass(slots=True)
+class Signals:
+    """What `provenance.sanitize` neutralised in one domain's content."""
+
+    records: int = 0
+    marker_lookalikes: int = 0
+    invisible_chars: int = 0
+
+    def merge(self, other: Signals) -> None:
+        self.records += other.records
+        self.marker_lookalikes += other.marker_lookalikes
+        self.invisible_chars += other.invisible_chars
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +91,9 @@ class Tally:
     buckets: dict[int, Counter[str]] = field(default_factory=dict)
     reloads: list[Reload] = field(default_factory=list)
     records: int = 0
+    decisions: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)  # every record's RecordKind
+    signals: dict[str, Signals] = field(default_factory=dict)
     _seconds: dict[str, float] = field(default_factory=dict)  # "YYYY-MM-DDTHH:MM:SS" -> time
 
     def add(self, record: Mapping[str, Any]) -> None:
@@ -91,20 +114,41 @@ class Tally:
         if is_lifecycle(record):
             return
         self.records += 1
-        decision = disposition_of(record)
+        kind = kind_of(record)
+        self.kinds[kind] += 1
+        if kind in (RecordKind.AUTH_CHALLENGE, RecordKind.AUTH_FAILURE, RecordKind.TUNNEL_CLOSE):
+            return  # no client's request decided: counted apart
         client = client_of(record) or "-"
         tally = self.clients.get(client)
         if tally is None:
             tally = self.clients[client] = ClientTally()
+        if kind == RecordKind.MALFORMED:
+            tally.malformed += 1
+            return
+        self.decisions += 1
+        decision = disposition_of(record)
         tally.decisions[decision] += 1
-        domain = domain_of(record) or "-"
+        domain = domain_of(record)
+        self._signals(record, domain or "-")
         if decision in (Disposition.DENY, Disposition.WOULD_DENY):
             tally.reasons[text_field(section(record, "policy"), "reason") or "unspecified"] += 1
-            _count_capped(tally.refused, domain)
-        elif decision == Disposition.ALLOW:
+            if domain:  # a search names no domain
+                _count_capped(tally.refused, domain)
+        elif decision == Disposition.ALLOW and domain:
             _count_capped(tally.allowed, domain)
         if seen is not None:
             self._bucket(int(seen))[decision] += 1
+
+    def _signals(self, record: Mapping[str, Any], domain: str) -> None:
+        sanitized = section(record, "sanitized")
+        lookalikes = int_field(sanitized, "marker_lookalikes")
+        invisible = int_field(sanitized, "invisible_chars")
+        if not (lookalikes or invisible):
+            return
+        if domain not in self.signals and len(self.signals) >= MAX_DOMAINS:
+            domain = OTHER
+        found = self.signals.setdefault(domain, Signals())
+        found.merge(Signals(1, lookalikes, invisible))
 
     def _seen(self, record: Mapping[str, Any]) -> float | None:
         """The record's time, parsed once per distinct second (records come in bursts)."""
@@ -156,6 +200,12 @@ class Tally:
             -MAX_RELOADS:
         ]
         self.records += other.records
+        self.decisions += other.decisions
+        self.kinds.update(other.kinds)
+        for domain, found in other.signals.items():
+            if domain not in self.signals and len(self.signals) >= MAX_DOMAINS:
+                domain = OTHER
+            self.signals.setdefault(domain, Signals()).merge(found)
 
 
 def _count_capped(counter: Counter[str], key: str) -> None:

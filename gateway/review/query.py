@@ -1,7 +1,8 @@
 """What a reviewer asks the timeline for, read from the page's URL query: filters by client,
-tool, decision, reason, rule, domain and time range, the page size and the cursor of the
-page before. Each filter also names the literal bytes a matching line must hold, so the
-reader can skip every other line without parsing it (`backward`).
+tool, decision (or the kind of a record that is no decision: `DECISION_CHOICES`), reason,
+rule, domain and time range, the page size and the cursor of the page before. Each filter
+also names the literal bytes a matching line must hold, so the reader can skip every other
+line without parsing it (`backward`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from gateway.audit.fields import (
     section,
     text_field,
 )
-from gateway.audit.summary import parse_since
+from gateway.audit.summary import RecordKind, kind_of, parse_since
 
 PAGE_SIZES = (25, 50, 100, 200)
 DEFAULT_PAGE_SIZE = 100
@@ -36,7 +37,25 @@ _DECISION_NEEDLES: dict[str, tuple[bytes, ...]] = {
     Disposition.DENY: (b'"deny"', b'"denied"'),
     Disposition.WOULD_DENY: (b'"enforced":false',),
     Disposition.ERROR: (b'"failure"',),
+    RecordKind.MALFORMED: (b'"invalid_request"', b'"bad_request"'),
+    RecordKind.AUTH_CHALLENGE: (b'"auth_failure"',),
+    RecordKind.AUTH_FAILURE: (b'"auth_failure"',),
+    RecordKind.TUNNEL_CLOSE: (b'"tunnel_close"',),
 }
+# What the decision column and filter show: a decision, or what a record deciding nothing is.
+DECISION_CHOICES = (
+    *(d.value for d in Disposition),
+    *(k.value for k in RecordKind if k is not RecordKind.DECISION),
+)
+
+
+def decision_label(record: Mapping[str, Any]) -> str:
+    """The record's decision (`allow`, `deny`, …) or, for a record that decides nothing, its
+    kind (`malformed_request`, `auth_challenge`, `auth_failure`, `tunnel_close`)."""
+    kind = kind_of(record)
+    return disposition_of(record).value if kind is RecordKind.DECISION else kind.value
+
+
 TEXT_FILTERS = ("client", "tool", "decision", "reason", "rule", "domain")
 
 
@@ -136,7 +155,7 @@ class Query:
             return False
         if self.tool and action != self.tool:
             return False
-        if self.decision and (is_lifecycle(record) or disposition_of(record) != self.decision):
+        if self.decision and (is_lifecycle(record) or decision_label(record) != self.decision):
             return False
         policy = section(record, "policy")
         if self.reason and text_field(policy, "reason") != self.reason:
@@ -159,9 +178,8 @@ def parse_query(params: Mapping[str, str], *, now: float | None = None) -> Query
         if len(raw) > MAX_FILTER_CHARS:
             raise QueryError(f"{name}: longer than {MAX_FILTER_CHARS} characters")
         values[name] = raw or None
-    if values["decision"] and values["decision"] not in set(Disposition):
-        choices = ", ".join(d.value for d in Disposition)
-        raise QueryError(f"decision: one of {choices}")
+    if values["decision"] and values["decision"] not in DECISION_CHOICES:
+        raise QueryError(f"decision: one of {', '.join(DECISION_CHOICES)}")
     if values["domain"]:
         values["domain"] = values["domain"].lower().rstrip(".")
     for name in ("since", "until"):

@@ -1,4 +1,5 @@
-"""The timeline: the records of every chain in the folder, newest first, filtered and paged.
+"""The timeline: the records of every chain in the folder, newest first, filtered and paged;
+and what a record without a client had instead (`why_no_client`).
 
 Each chain is read backwards from where the page starts (the end, the `until` bound or the
 previous page's cursor) down to the `since` bound, both found by bisection, and the chains
@@ -18,10 +19,17 @@ from typing import Any
 import orjson
 
 from gateway.audit.chain import chain_link
-from gateway.audit.fields import timestamp_of
+from gateway.audit.fields import (
+    action_of,
+    client_of,
+    is_lifecycle,
+    section,
+    text_field,
+    timestamp_of,
+)
 from gateway.review.backward import lines_backwards, offset_after
 from gateway.review.files import AuditFolder, Chain, LogFile
-from gateway.review.query import Cursor, Query
+from gateway.review.query import RELOAD_ACTION, Cursor, Query
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,3 +145,21 @@ def _file_entries(
             )
     except FileNotFoundError:  # rotated away while reading: its lines are in the new name
         return
+
+
+def why_no_client(record: dict[str, Any], *, clients_configured: bool) -> str | None:
+    """Why a record names no client (None when it names one): a refused credential, no clients
+    configured, or a proxy request refused before its credential was read."""
+    if client_of(record) is not None:
+        return None
+    action = action_of(record)
+    if is_lifecycle(record) or action == RELOAD_ACTION:
+        return "no client: a record of the gateway itself"
+    if action == "auth_failure":
+        claimed = text_field(section(record, "client"), "claimed")
+        return "no client: unauthenticated" + (f" (claimed {claimed})" if claimed else "")
+    # A decision's record names a client whenever clients are configured; one with a policy
+    # and no client was made without them (then, if not now).
+    if not clients_configured or section(record, "policy"):
+        return "no client: no clients configured"
+    return "no client: refused before authentication"

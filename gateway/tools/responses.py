@@ -166,7 +166,19 @@ _FETCH_FIELDS = {
     "dsse": DSSE,
 }
 FETCH_RESPONSE = _object(
-    ["envelope", "title", "description", "headings", "content"], **_FETCH_FIELDS
+    ["envelope", "title", "description", "headings", "content"],
+    **_FETCH_FIELDS,
+    next_start_index={
+        **_INT,
+        "description": "Only when the envelope says truncated: the start_index that reads on "
+        "(start_index + chars).",
+    },
+    notes={
+        "type": "array",
+        "items": _STR,
+        "description": "Only when the call had arguments the gateway accepts and ignores (such "
+        "as prompt): what each one did not do.",
+    },
 )
 
 _RESULT_POLICY = _object(
@@ -272,7 +284,8 @@ RESEARCH_PASSAGE = _object(
     char_start={
         "type": "integer",
         "minimum": 0,
-        "description": "Code points into the page's whole extracted text: "
+        "description": "Code points into the page's whole extracted text in the call's "
+        "extract_mode (the page's content, unwrapped, before max_page_length cuts it): "
         "text[char_start:char_end] is the passage.",
     },
     char_end={"type": "integer", "minimum": 0},

@@ -21,6 +21,14 @@ _DOMAIN_LIST = {
     "items": {"type": "string", "minLength": 1, "maxLength": 253},
 }
 
+# Arguments that other agents' own WebFetch tools send, accepted so such a call works and then
+# ignored, each with the note the answer carries: Claude Code's WebFetch sends `prompt` (what
+# to ask of the page), but the gateway returns the page itself and runs no model over it.
+IGNORED_FETCH_ARGUMENTS = {
+    "prompt": "prompt was ignored: the gateway returns the page itself and runs no prompt over "
+    "it; read the content below to answer it",
+}
+
 FETCH_REQUEST: Schema = {
     "type": "object",
     "additionalProperties": False,
@@ -54,6 +62,12 @@ FETCH_REQUEST: Schema = {
             "default": "auto",
             "description": "auto: HTML as Markdown of the main content, text and JSON as they "
             "are; markdown; text: plain text; raw: the body as received.",
+        },
+        "prompt": {
+            "type": "string",
+            "maxLength": 100_000,
+            "description": "Accepted and ignored (as other WebFetch tools send it): the page "
+            "comes back as it is, with a note saying the prompt was not applied.",
         },
     },
 }
@@ -241,6 +255,11 @@ def validate(schema: Schema, value: Any, *, where: str = "") -> None:
                     )
                 continue
             validate(properties[name], item, where=_join(where, name))
+
+
+def ignored_notes(value: Mapping[str, Any], ignored: Mapping[str, str]) -> list[str]:
+    """The note of each accepted-and-ignored argument present in `value`, in `ignored`'s order."""
+    return [note for name, note in ignored.items() if name in value]
 
 
 def with_defaults(schema: Schema, value: Mapping[str, Any]) -> dict[str, Any]:

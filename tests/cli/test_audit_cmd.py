@@ -165,12 +165,13 @@ def test_summary_text_is_terminal_safe(tmp_path: Path, capsys: pytest.CaptureFix
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\r" not in out and "\x07" not in out
     for heading in (
-        "Totals",
+        "Decisions (1: one per tool call, proxied request or tunnel)",
+        "Not decisions (counted apart)",
         "By tool",
-        "Top denied domains",
+        "Top domains refused by the policy",
         "Clients",
-        "Deny reasons",
-        "Timeline (UTC hours)",
+        "Policy refusals by reason",
+        "Decisions by UTC hour",
         "Injection signals",
     ):
         assert f"\n{heading}" in out

@@ -11,8 +11,20 @@ from typing import Any
 import orjson
 
 from gateway.audit import AuditLog
+from gateway.errors import GatewayError, InvalidRequestError
+from gateway.policy.engine import Decision
 from gateway.provenance.dsse import Signer, generate_keypair
+from gateway.tools.context import CallContext
+from gateway.tools.records import (
+    auth_failure_record,
+    new_event_id,
+    proxy_record,
+    refusal_record,
+    tool_record,
+    tunnel_close_record,
+)
 from tests.audit.logfiles import FakeClock, fetch_record, read_lines, write_lines
+from tests.policy.conftest import make_policy
 
 START = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 BIG = "A" * 100_000 + "THE-END-OF-THE-BIG-VALUE"
@@ -123,3 +135,94 @@ def write_folder(folder: Path, *, beacon: str = "http://127.0.0.1:9/beacon") -> 
         "reload_policy": "research-v2",
         "signing_key": str(private_key),
     }
+
+
+KINDS_QUERY = "rust async runtimes compared"
+
+
+def write_kinds_chain(template: str) -> None:
+    """Chain gw-k, by the gateway's own record builders: a search (a query and no URL), a
+    proxy client's probe without credentials and then a wrong one, a tunnel and its close, a
+    malformed tool call, a request the proxy's reader refused before any client was known,
+    and a fetch whose content had marker look-alikes neutralised."""
+    policy = make_policy()
+    ctx = CallContext(policy=policy, client_id="research-agent")
+    allowed = Decision(True, None, "domains.allow[0]", policy.name, policy.sha256)
+    log = AuditLog(template, instance_id="gw-k", version="test", clock=FakeClock(START + 5000))
+    log.open()
+    log.append(
+        tool_record("WebSearch", ctx, decision=allowed, search={"query": KINDS_QUERY, "results": 3})
+    )
+    for message, claimed in (
+        ("proxy credentials required: send Proxy-Authorization: Basic", None),
+        ("unknown client id or token", "research-agent"),
+    ):
+        log.append(
+            auth_failure_record(
+                transport="proxy",
+                message=message,
+                client_hint=claimed,
+                source=("127.0.0.1", 40000),
+                request_id=None,
+            )
+        )
+    tunnel = new_event_id()
+    destination = {"domain": "tunnel.example", "ip": "127.0.0.1", "port": 443}
+    log.append(
+        proxy_record(
+            "proxy_connect",
+            event_id=tunnel,
+            duration_ms=1,
+            client_id="research-agent",
+            policy=policy,
+            decision=allowed,
+            url="tunnel.example:443",
+            destination=destination,
+            method="CONNECT",
+            status=200,
+            request_id=tunnel,
+        )
+    )
+    log.append(
+        tunnel_close_record(
+            event_id=tunnel,
+            client_id="research-agent",
+            policy=policy,
+            end="client_closed",
+            duration_ms=30,
+            bytes_up=500,
+            bytes_down=9000,
+            destination=destination,
+        )
+    )
+    log.append(
+        refusal_record(
+            "WebFetch", ctx, InvalidRequestError("prompt: unknown field (known: url)"), url=None
+        )
+    )
+    unparsed = new_event_id()
+    refused = proxy_record(
+        "proxy_http",
+        event_id=unparsed,
+        duration_ms=0,
+        client_id=None,
+        policy=None,
+        decision=None,
+        error=GatewayError("a request line must end in HTTP/1.1", reason="bad_request"),
+        source=("127.0.0.1", 40001),
+        status=400,
+        request_id=unparsed,
+    )
+    refused["error"]["code"] = "bad_request"
+    log.append(refused)
+    log.append(
+        tool_record(
+            "WebFetch",
+            ctx,
+            decision=allowed,
+            url={"original": "https://injected.example/", "full": "https://injected.example/"},
+            destination={"domain": "injected.example", "ip": "127.0.0.1", "port": 443},
+            sanitized={"marker_lookalikes": 3, "invisible_chars": 7},
+        )
+    )
+    log.close()

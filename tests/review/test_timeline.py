@@ -10,7 +10,7 @@ import pytest
 from gateway.audit.fields import disposition_of
 from gateway.review.files import AuditFolder
 from gateway.review.query import parse_query
-from gateway.review.timeline import timeline
+from gateway.review.timeline import timeline, why_no_client
 from tests.review.seed import START, write_folder
 
 
@@ -88,3 +88,28 @@ def test_time_bounds(folder: AuditFolder) -> None:
 def test_a_folder_without_logs_is_an_empty_page(tmp_path: Path) -> None:
     page = timeline(AuditFolder(str(tmp_path / "g-{instance}.jsonl")), parse_query({}))
     assert page.entries == () and page.older is None and page.chains == 0
+
+
+@pytest.mark.parametrize(
+    ("record", "configured", "expected"),
+    [
+        ({"client": {"id": "agent"}, "event": {"action": "WebFetch"}}, True, None),
+        ({"client": {"id": None}, "event": {"action": "auth_failure"}}, True,
+         "no client: unauthenticated"),
+        ({"client": {"id": None, "claimed": "bob"}, "event": {"action": "auth_failure"}}, True,
+         "no client: unauthenticated (claimed bob)"),
+        ({"client": {"id": None}, "event": {"action": "proxy_http"}, "policy": None}, True,
+         "no client: refused before authentication"),
+        ({"client": {"id": None}, "event": {"action": "proxy_http"}, "policy": None}, False,
+         "no client: no clients configured"),
+        ({"client": {"id": None}, "event": {"action": "proxy_connect"}, "policy": {"name": "p"}},
+         True, "no client: no clients configured"),
+        ({"event": {"action": "log_start"}}, True, "no client: a record of the gateway itself"),
+        ({"event": {"action": "policy_reload"}}, False,
+         "no client: a record of the gateway itself"),
+    ],
+    ids=["client", "auth", "auth-claimed", "before-auth", "no-clients", "no-clients-then",
+         "lifecycle", "reload"],
+)  # fmt: skip
+def test_a_record_without_a_client_says_why(record, configured, expected) -> None:
+    assert why_no_client(record, clients_configured=configured) == expected

@@ -88,10 +88,12 @@ async def test_passage_offsets_slice_the_page_text_exactly(start, upstream, mode
     assert env["content_sha256"] == digest
 
 
-async def test_full_mode_passages_slice_the_uncut_content(start, upstream) -> None:
+@pytest.mark.parametrize("mode", ["summary", "full"])
+async def test_passages_slice_the_pages_own_uncut_content(start, upstream, mode) -> None:
+    """The offsets index the text the page itself returns as `content`, in the call's mode."""
     gateway = await start()
     status, body = await gateway.post(
-        "/v1/research", "agent", query="second paragraph", fetch_top_n=1, extract_mode="full"
+        "/v1/research", "agent", query="second paragraph", fetch_top_n=1, extract_mode=mode
     )
     assert status == 200
     (page,) = body["pages"]

@@ -15,12 +15,13 @@ from aiohttp.test_utils import make_mocked_request
 from markupsafe import escape
 
 from gateway.config import AuditConfig, ClientConfig, ReviewConfig
+from gateway.review.timeline import why_no_client
 from gateway.runtime import Services
 from gateway.server.app import make_app
 from gateway.server.review.access import SESSION_COOKIE, on_loopback_listener
 from gateway.server.review.pages import SECURITY_HEADERS
 from tests.conftest import loopback_policy
-from tests.review.seed import BIG, write_folder
+from tests.review.seed import BIG, KINDS_QUERY, write_folder, write_kinds_chain
 from tests.server.conftest import audit_records
 
 AGENT, REVIEWER = "tok-agent", "tok-reviewer"
@@ -420,3 +421,128 @@ async def test_login_attempts_are_rate_limited(gateway, monkeypatch) -> None:
     assert int(refused.headers["Retry-After"]) >= 1
     assert "Set-Cookie" not in refused.headers
     assert_secured(refused)
+
+
+# -- what each record is, and what the page around it offers --------------------------------
+
+
+@pytest.fixture
+async def kinds_gateway(aiohttp_client, make_config, write_policy, upstream, seeded):
+    write_kinds_chain(seeded["template"])
+    clients = (
+        ClientConfig(id="research-agent", token_sha256=digest(AGENT)),
+        ClientConfig(id="alice", token_sha256=digest(REVIEWER), role="reviewer"),
+    )
+    client, services = await start(
+        aiohttp_client, make_config, write_policy, upstream, seeded, clients=clients
+    )
+    yield client
+    await services.close()
+
+
+def cells(page: str, rows: str) -> list[list[str]]:
+    """The text of each cell of the rows the XPath `rows` selects."""
+    tree = lxml.html.fromstring(page)
+    return [
+        [" ".join(cell.text_content().split()) for cell in row.xpath("th|td")]
+        for row in tree.xpath(rows)
+    ]
+
+
+async def test_the_summary_counts_decisions_apart_from_other_records(kinds_gateway) -> None:
+    page = await (await kinds_gateway.get("/review/summary", headers=bearer(REVIEWER))).text()
+    kinds = {row[0]: row[1] for row in cells(page, "//table[@id='kinds']//tr")}
+    assert kinds["malformed requests"] == "2"  # the unknown field, the proxy's bad request line
+    assert kinds["authentication challenges"] == "1"
+    assert kinds["authentication failures"] == "1"
+    assert kinds["tunnel closes"] == "1"
+    tree = lxml.html.fromstring(page)
+    sections = {
+        section.xpath("h3/a|h3/span")[0].text_content(): section
+        for section in tree.xpath("//section[@class='client']")
+    }
+
+    def heading(client: str) -> str:
+        return " ".join(sections[client].xpath("h3/small")[0].text_content().split())
+
+    assert heading("research-agent").endswith("decision(s), 1 malformed request(s)")
+    # The proxy's unreadable request came before any client: its own line, and no decision.
+    assert heading("(no client)") == "0 decision(s), 1 malformed request(s)"
+    assert not sections["(no client)"].xpath("h3/a")  # no client id to filter the timeline by
+    assert ["injected.example", "1", "3", "7"] in cells(page, "//table[@id='signals']/tbody/tr")
+    by_decision = [
+        int(count)
+        for section in sections.values()
+        for count in section.xpath(".//table[caption='by decision']//td/text()")
+    ]
+    assert sum(by_decision) == int(kinds["decisions"])
+
+
+async def test_the_timeline_shows_a_searchs_query_and_why_a_record_has_no_client(
+    kinds_gateway,
+) -> None:
+    page = await (await kinds_gateway.get("/review/?limit=200", headers=bearer(REVIEWER))).text()
+    rows = [row for row in cells(page, "//table[@id='timeline']/tbody/tr") if len(row) == 9]
+    [search] = [row for row in rows if row[2] == "WebSearch"]
+    assert search[6] == f"query: {KINDS_QUERY}"
+    no_client = sorted(row[1] for row in rows if row[1].startswith("no client"))
+    assert no_client == [
+        "no client: refused before authentication",
+        "no client: unauthenticated",
+        "no client: unauthenticated (claimed research-agent)",
+    ]
+    assert all(row[1] != "-" for row in rows)
+
+
+async def test_log_out_is_offered_only_to_a_logged_in_reviewer(kinds_gateway) -> None:
+    by_header = await (await kinds_gateway.get("/review/", headers=bearer(REVIEWER))).text()
+    assert "alice" in by_header and "log out" not in by_header
+    await kinds_gateway.post("/review/login", data={"token": REVIEWER, "next": "/review/"})
+    by_session = await (await kinds_gateway.get("/review/")).text()
+    [logout] = lxml.html.fromstring(by_session).xpath("//a[@id='logout']")
+    assert logout.text_content() == "log out" and logout.get("href") == "/review/logout"
+
+
+@pytest.mark.parametrize("path", ["/review/record?file=nothing.jsonl&offset=0", "/review/nope"])
+async def test_an_error_page_keeps_the_navigation(kinds_gateway, path) -> None:
+    response = await kinds_gateway.get(path, headers=bearer(REVIEWER))
+    assert response.status == 404
+    assert_secured(response)
+    nav = lxml.html.fromstring(await response.text()).xpath("//header/nav/a")
+    assert [a.text_content() for a in nav] == ["Timeline", "Summary", "Chains"]
+
+
+async def test_without_clients_there_is_no_log_out_and_no_client_says_so(open_gateway) -> None:
+    page = await (await open_gateway.get("/review/")).text()
+    tree = lxml.html.fromstring(page)
+    who = tree.xpath("//header/span[@class='who']")[0].text_content()
+    assert "loopback, no clients configured" in who
+    assert not tree.xpath("//a[@id='logout']") and "log out" not in page
+    assert tree.xpath("//header/nav/a")
+    record = {"event": {"action": "proxy_http"}, "client": {"id": None}, "policy": None}
+    assert why_no_client(record, clients_configured=False) == "no client: no clients configured"
+
+
+@pytest.mark.parametrize(
+    ("decision", "tools"),
+    [
+        ("auth_challenge", ["auth_failure"]),
+        ("auth_failure", ["auth_failure"]),
+        ("tunnel_close", ["tunnel_close"]),
+        ("malformed_request", ["proxy_http", "WebFetch"]),
+        ("allow", None),
+    ],
+)
+async def test_the_decision_column_and_filter_name_what_decided_nothing(
+    kinds_gateway, decision, tools
+) -> None:
+    page = await kinds_gateway.get(
+        f"/review/?decision={decision}&limit=200", headers=bearer(REVIEWER)
+    )
+    assert page.status == 200
+    rows = [r for r in cells(await page.text(), "//table[@id='timeline']/tbody/tr") if len(r) == 9]
+    assert rows and {row[3] for row in rows} == {decision}
+    if tools is not None:
+        assert [row[2] for row in rows] == tools
+    else:  # a tunnel's close is no second allow
+        assert "tunnel_close" not in {row[2] for row in rows}

@@ -28,7 +28,7 @@ from gateway.config import AuditConfig, ClientConfig, ReviewConfig
 from gateway.runtime import Services
 from gateway.server.app import make_app
 from tests.conftest import loopback_policy
-from tests.review.seed import write_folder
+from tests.review.seed import KINDS_QUERY, write_folder, write_kinds_chain
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
 from selenium.common.exceptions import WebDriverException  # noqa: E402
@@ -125,9 +125,7 @@ def beacon() -> Iterator[Beacon]:
     listener.close()
 
 
-@pytest.fixture
-def gateway(tmp_path, beacon, make_config, write_policy) -> Iterator[GatewayThread]:
-    seeded = write_folder(tmp_path / "audit", beacon=beacon.url)
+def run_gateway(seeded: dict[str, Any], make_config: Any, write_policy: Any) -> GatewayThread:
     config = make_config(
         write_policy(loopback_policy(9)),
         audit=AuditConfig(path=seeded["template"]),
@@ -146,7 +144,25 @@ def gateway(tmp_path, beacon, make_config, write_policy) -> Iterator[GatewayThre
     )
     services = Services(config)
     services.open()
-    running = GatewayThread(services)
+    return GatewayThread(services)
+
+
+@pytest.fixture
+def gateway(tmp_path, beacon, make_config, write_policy) -> Iterator[GatewayThread]:
+    running = run_gateway(
+        write_folder(tmp_path / "audit", beacon=beacon.url), make_config, write_policy
+    )
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def kinds_gateway(tmp_path, beacon, make_config, write_policy) -> Iterator[GatewayThread]:
+    """The seeded folder plus chain gw-k: a search, authentication challenges and failures, a
+    tunnel and its close, malformed requests, sanitised content."""
+    seeded = write_folder(tmp_path / "audit", beacon=beacon.url)
+    write_kinds_chain(seeded["template"])
+    running = run_gateway(seeded, make_config, write_policy)
     yield running
     running.stop()
 
@@ -206,8 +222,7 @@ def click_and_wait(driver: Any, element: Any, url_part: str) -> None:
     element.click()
     WebDriverWait(driver, 20, ignored_exceptions=(WebDriverException,)).until(
         lambda d: d.execute_script(
-            "return window.__gatewayTestOldPage === undefined"
-            " && document.readyState === 'complete'"
+            "return window.__gatewayTestOldPage === undefined && document.readyState === 'complete'"
         )
     )
     WebDriverWait(driver, 20).until(expected_conditions.url_contains(url_part))
@@ -342,3 +357,68 @@ def test_an_agents_token_is_refused_in_the_browser(gateway, browser, beacon) -> 
     # console is not checked here; nothing may have run all the same.
     assert browser.execute_script("return window.pwned") is None
     assert beacon.hits == []
+
+
+def test_the_page_says_what_each_record_is_and_keeps_its_navigation(
+    kinds_gateway, browser, beacon, shots
+) -> None:
+    base = f"http://127.0.0.1:{kinds_gateway.port}"
+    log_in(browser, base)
+    assert browser.find_element(By.ID, "logout").text == "log out"
+    browser.get(base + "/review/?limit=200")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#timeline tbody tr")
+    cells = [[td.text for td in row.find_elements(By.TAG_NAME, "td")] for row in rows]
+    [search] = [row for row in cells if len(row) == 9 and row[2] == "WebSearch"]
+    assert search[6] == f"query: {KINDS_QUERY}"
+    assert {row[1] for row in cells if len(row) == 9 and row[1].startswith("no client")} == {
+        "no client: refused before authentication",
+        "no client: unauthenticated",
+        "no client: unauthenticated (claimed research-agent)",
+    }
+    screenshot(browser, shots, "kinds-timeline")
+
+    browser.get(base + "/review/summary")
+    kinds = {
+        row.find_element(By.TAG_NAME, "th").text: row.find_elements(By.TAG_NAME, "td")[0].text
+        for row in browser.find_elements(By.CSS_SELECTOR, "#kinds tr")
+    }
+    assert kinds["authentication challenges"] == "1" and kinds["tunnel closes"] == "1"
+    assert kinds["malformed requests"] == "2" and kinds["authentication failures"] == "1"
+    signals = browser.find_element(By.ID, "signals").text
+    assert "injected.example 1 3 7" in signals
+    screenshot(browser, shots, "kinds-summary")
+
+    browser.get(base + "/review/record?file=gateway-gw-k.jsonl&offset=999999")
+    assert browser.find_element(By.TAG_NAME, "h1").text == "No such record"
+    nav = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "header nav a")]
+    assert nav == ["Timeline", "Summary", "Chains"]
+    screenshot(browser, shots, "kinds-error")
+    click_and_wait(browser, browser.find_element(By.LINK_TEXT, "Summary"), "/review/summary")
+    # The 404 itself is a console error in Chromium ("Failed to load resource"): not checked.
+    assert browser.execute_script("return window.pwned") is None and beacon.hits == []
+
+
+def test_without_clients_there_is_nothing_to_log_out_of(
+    tmp_path, browser, beacon, make_config, write_policy, shots
+) -> None:
+    seeded = write_folder(tmp_path / "audit", beacon=beacon.url)
+    write_kinds_chain(seeded["template"])
+    services = Services(
+        make_config(
+            write_policy(loopback_policy(9)),
+            audit=AuditConfig(path=seeded["template"]),
+            review=ReviewConfig(enabled=True),
+        )
+    )
+    services.open()
+    running = GatewayThread(services)
+    try:
+        browser.get(f"http://127.0.0.1:{running.port}/review/")
+        header = browser.find_element(By.TAG_NAME, "header").text
+        assert "loopback, no clients configured" in header and "log out" not in header
+        assert not browser.find_elements(By.ID, "logout")
+        assert browser.find_elements(By.CSS_SELECTOR, "header nav a")
+        screenshot(browser, shots, "no-clients")
+        assert_nothing_ran(browser, beacon)
+    finally:
+        running.stop()

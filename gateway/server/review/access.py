@@ -18,6 +18,9 @@ from gateway.server.handles import SERVICES, record_auth_failure
 SESSION_COOKIE = "gateway_review"
 LOOPBACK_REVIEWER = "(loopback, no clients configured)"
 PREFIX = web.AppKey("review_prefix", str)
+# Set on a request whose reviewer came by the login form's session cookie: only such a
+# visitor has anything to log out of (a bearer header or no clients at all has not).
+SESSION = web.RequestKey("review_session", bool)
 
 
 class LoginNeededError(Exception):
@@ -50,6 +53,7 @@ def reviewer_of(request: web.Request) -> str:
         reviewers = [(c.id, c.token_sha256) for c in state.clients if c.is_reviewer]
         found = check_session(cookie, reviewers, now=time.time())
         if found is not None:
+            request[SESSION] = True
             return found
     raise LoginNeededError
 

@@ -21,7 +21,6 @@ from gateway.audit.fields import (
     Disposition,
     action_of,
     client_of,
-    disposition_of,
     domain_of,
     format_time,
     int_field,
@@ -30,6 +29,7 @@ from gateway.audit.fields import (
     text_field,
     url_of,
 )
+from gateway.audit.summary import RecordKind
 from gateway.config import ClientLimits
 from gateway.errors import RateLimitedError, UnauthorizedError
 from gateway.metrics import ACTIONS
@@ -37,12 +37,20 @@ from gateway.review.chains import ChainChecker
 from gateway.review.chart import STACK, build_chart
 from gateway.review.files import AuditFolder
 from gateway.review.overview import Overview
-from gateway.review.query import RELOAD_ACTION, Query, QueryError, parse_query
+from gateway.review.query import (
+    DECISION_CHOICES,
+    RELOAD_ACTION,
+    Query,
+    QueryError,
+    decision_label,
+    parse_query,
+)
 from gateway.review.record import RecordNotFoundError, read_record
-from gateway.review.timeline import Entry, timeline
+from gateway.review.timeline import Entry, timeline, why_no_client
 from gateway.server.handles import SERVICES
 from gateway.server.review.access import (
     PREFIX,
+    SESSION,
     ForbiddenError,
     LoginNeededError,
     login,
@@ -73,6 +81,19 @@ TOOLS = (*sorted(ACTIONS), RELOAD_ACTION, *AuditAction)
 LOGIN_LIMIT_KEY = "(review login)"
 LOGIN_LIMITS = ClientLimits(requests_per_minute=30)
 STATIC_TYPES = {"review.css": "text/css", "favicon.svg": "image/svg+xml"}
+# The summary's heading of requests no client made (refused before any client was known).
+NO_CLIENT = "(no client)"
+# The records that are not decisions, as the summary names them, each with what it means.
+NOT_DECISIONS = (
+    (RecordKind.MALFORMED, "malformed requests", "refused for their form, before any rule"),
+    (
+        RecordKind.AUTH_CHALLENGE,
+        "authentication challenges",
+        "no credential sent: proxy clients such as git send one only after this 407",
+    ),
+    (RecordKind.AUTH_FAILURE, "authentication failures", "a credential sent and refused"),
+    (RecordKind.TUNNEL_CLOSE, "tunnel closes", "the end of a tunnel counted at its CONNECT"),
+)
 
 ENV = web.AppKey("review_env", Environment)
 FOLDER = web.AppKey("review_folder", AuditFolder)
@@ -145,16 +166,29 @@ def render(
     request: web.Request, template: str, *, status: int = 200, **context: Any
 ) -> web.Response:
     context.setdefault("reviewer", None)
+    context.setdefault("session", request.get(SESSION, False))
     context.setdefault("view", template.removesuffix(".html"))
     html = request.app[ENV].get_template(template).render(prefix=request.app[PREFIX], **context)
     return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
 
 
 def error_page(
-    request: web.Request, status: int, title: str, message: str, *, login_link: bool = False
+    request: web.Request,
+    status: int,
+    title: str,
+    message: str,
+    *,
+    login_link: bool = False,
+    reviewer: str | None = None,
 ) -> web.Response:
     return render(
-        request, "error.html", status=status, title=title, message=message, login_link=login_link
+        request,
+        "error.html",
+        status=status,
+        title=title,
+        message=message,
+        login_link=login_link,
+        reviewer=reviewer,
     )
 
 
@@ -190,7 +224,7 @@ async def timeline_page(request: web.Request) -> web.Response:
         problem=problem,
         query=query,
         form=params,
-        rows=[_row(entry) for entry in page.entries],
+        rows=[_row(entry, services.state.auth_required) for entry in page.entries],
         older=urlencode(query.params(before=page.older)) if page.older else None,
         newest=urlencode(query.params(before=None)),
         paged=query.before is not None,
@@ -199,7 +233,7 @@ async def timeline_page(request: web.Request) -> web.Response:
         streamed=request.app[FOLDER].streamed,
         folder=_folder_name(request),
         tools=TOOLS,
-        decisions=[d.value for d in Disposition],
+        decisions=DECISION_CHOICES,
         clients=[client.id for client in services.state.clients],
     )
 
@@ -209,7 +243,7 @@ def _folder_name(request: web.Request) -> str:
     return os.path.basename(request.app[FOLDER].folder) + "/"
 
 
-def _row(entry: Entry) -> dict[str, Any]:
+def _row(entry: Entry, clients_configured: bool) -> dict[str, Any]:
     record = entry.record
     policy = section(record, "policy")
     action = action_of(record) or "-"
@@ -223,7 +257,9 @@ def _row(entry: Entry) -> dict[str, Any]:
         "reload": action == RELOAD_ACTION,
         "lifecycle": lifecycle,
         "client": client_of(record),
-        "decision": None if lifecycle or action == RELOAD_ACTION else disposition_of(record),
+        "no_client": why_no_client(record, clients_configured=clients_configured),
+        "query": text_field(section(record, "search"), "query"),
+        "decision": None if lifecycle or action == RELOAD_ACTION else decision_label(record),
         "outcome": text_field(section(record, "event"), "outcome"),
         "status": int_field(section(section(record, "http"), "response"), "status_code") or None,
         "domain": domain_of(record),
@@ -247,7 +283,7 @@ async def record_page(request: web.Request) -> web.Response:
             request, lambda: read_record(request.app[FOLDER], name, offset=offset, line=line)
         )
     except RecordNotFoundError as error:
-        return error_page(request, 404, "No such record", str(error))
+        return error_page(request, 404, "No such record", str(error), reviewer=reviewer)
     record = view.record or {}
     policy = section(record, "policy")
     chain = section(record, "chain")
@@ -256,7 +292,12 @@ async def record_page(request: web.Request) -> web.Response:
         "record.html",
         reviewer=reviewer,
         view=view,
-        summary=_row(Entry(0.0, "", 0, view.file, view.offset, record)) if view.record else None,
+        summary=_row(
+            Entry(0.0, "", 0, view.file, view.offset, record),
+            services_of(request).state.auth_required,
+        )
+        if view.record
+        else None,
         timestamp=record.get("@timestamp"),
         hashes=[
             ("this line's SHA-256 (the next record's chain.prev)", view.line_sha256),
@@ -287,9 +328,11 @@ async def summary_page(request: web.Request) -> web.Response:
     ):
         clients.append(
             {
-                "id": client_id,
-                "link": urlencode({"client": client_id}),
+                "id": client_id if client_id != "-" else NO_CLIENT,
+                # The timeline filters by a client id; records without one have none to name.
+                "link": urlencode({"client": client_id}) if client_id != "-" else None,
                 "total": sum(counts.decisions.values()),
+                "malformed": counts.malformed,
                 "decisions": [(d.value, counts.decisions.get(d, 0)) for d in Disposition],
                 "reasons": counts.reasons.most_common(10),
                 "allowed": counts.allowed.most_common(10),
@@ -301,6 +344,20 @@ async def summary_page(request: web.Request) -> web.Response:
         "summary.html",
         reviewer=reviewer,
         records=tally.records,
+        decisions=tally.decisions,
+        apart=[(label, tally.kinds.get(kind, 0), note) for kind, label, note in NOT_DECISIONS],
+        signals=[
+            {
+                "domain": domain,
+                "records": found.records,
+                "marker_lookalikes": found.marker_lookalikes,
+                "invisible_chars": found.invisible_chars,
+            }
+            for domain, found in sorted(
+                tally.signals.items(),
+                key=lambda item: (-(item[1].marker_lookalikes + item[1].invisible_chars), item[0]),
+            )[:20]
+        ],
         clients=clients,
         chart=build_chart(tally.buckets, tally.bucket_seconds, tally.reloads),
         stack=[d.value for d in STACK],
