@@ -35,8 +35,7 @@ _JUNK_TAGS = (
     "script", "style", "noscript", "template", "iframe", "frame", "frameset", "svg", "canvas",
     "object", "embed", "applet", "link", "meta", "base", "input", "button", "select",
     "textarea", "option", "optgroup", "datalist", "nav", "aside", "footer", "dialog", "map",
-    "area", "audio", "video", "source", "track", "picture", "math", "head", "menu",
-    "figcaption",
+    "area", "audio", "video", "source", "track", "math", "head", "menu",
 )
 _JUNK_TAG_SET = frozenset(_JUNK_TAGS)
 # Junk tags that hold other elements, where an unclosed one can swallow the rest of a page.

@@ -139,12 +139,14 @@ def test_text_directly_in_a_div_counts() -> None:
     assert ARTICLE_PARAGRAPHS[0] in text
 
 
-def test_title_repeated_as_heading_is_not_repeated_in_the_text() -> None:
+def test_heading_the_title_repeats_is_kept_once_on_top() -> None:
     document = extract(page(f"<article><h1>River floods lower town</h1><h2>Shelters open</h2>"
                             f"{ARTICLE}</article>"), "text/html")
     assert document.title == "River floods lower town | Valley Gazette"
-    assert "# River floods" not in document.text
-    assert document.headings == ((2, "Shelters open"),)
+    assert document.text.startswith("# River floods lower town\n\n## Shelters open\n\n")
+    assert document.text.count("River floods lower town") == 1
+    assert document.heading == "River floods lower town"
+    assert document.headings == ((1, "River floods lower town"), (2, "Shelters open"))
 
 
 def test_short_article_is_not_padded_with_comments() -> None:
