@@ -94,6 +94,7 @@ class Renderer:
         self._root: etree._Element | None = None
         self._in_heading = False
         self._alts_shown: set[str] = set()
+        self._last_series: str | None = None
 
     def render(self, root: etree._Element) -> str:
         blocks: list[str] = []
@@ -350,10 +351,18 @@ class Renderer:
         if target is None:
             return ""
         key = alt.lower()
-        # the same picture again (a hover or zoom copy), or one its card already names
-        if key in self._alts_shown or _said_beside(el, key):
+        # the same picture again (a hover or zoom copy), another view of the thing the last
+        # picture showed (a product's carousel), a brand's logo, or one its card names
+        series = " ".join(key.split()[:SERIES_WORDS]) if key.count(" ") >= SERIES_WORDS else None
+        if (
+            key in self._alts_shown
+            or (series is not None and series == self._last_series)
+            or _LOGO_ALT.search(key)
+            or _said_beside(el, key)
+        ):
             return ""
         self._alts_shown.add(key)
+        self._last_series = series
         alt = alt.replace("[", "\\[").replace("]", "\\]")
         return f"![{alt}]({_destination(target)})"
 
@@ -489,6 +498,8 @@ _PICTURE_WORDS = frozenset(
 )
 _ALT_WORD = re.compile(r"\w+")
 MAX_CARD_CHARS = 600
+SERIES_WORDS = 4
+_LOGO_ALT = re.compile(r"\blogo\W*$")
 MAX_CARD_BLOCK_CHARS = 150
 REDUNDANT_ALT_SHARE = 0.8
 
@@ -501,27 +512,26 @@ def _said_beside(img: etree._Element, alt: str) -> bool:
     words = [word for word in _ALT_WORD.findall(alt) if word not in _PICTURE_WORDS]
     if not words:
         return False
-    card = None
+    # the card: the nearest link or block around the image with text of its own (a link
+    # holding only the picture sits in a card whose name is beside it)
+    text = ""
     for level, ancestor in enumerate(img.iterancestors()):
         if level >= 4:
-            break
+            return False
         tag = ancestor.tag
         if tag == "figure":
             return False  # the picture is what the figure shows; its caption goes with it
-        if tag == "a":
-            card = ancestor
+        if tag != "a" and tag not in _BLOCKS:
+            continue
+        text = "".join(ancestor.itertext())
+        if len(text) > 4 * MAX_CARD_CHARS:
+            return False
+        text = squash(text)
+        if text:
+            if len(text) > (MAX_CARD_CHARS if tag == "a" else MAX_CARD_BLOCK_CHARS):
+                return False
             break
-        if tag in _BLOCKS:
-            card = ancestor
-            if len(ancestor) > 1 or (ancestor.text or "").strip():
-                break  # the block holds more than the image: it is the image's card
-    if card is None:
-        return False
-    text = "".join(card.itertext())
-    if len(text) > 4 * MAX_CARD_CHARS:
-        return False
-    text = squash(text)
-    if len(text) > MAX_CARD_CHARS or (card.tag != "a" and len(text) > MAX_CARD_BLOCK_CHARS):
+    if not text:
         return False
     around = set(_ALT_WORD.findall(text.lower()))
     return sum(word in around for word in words) >= REDUNDANT_ALT_SHARE * len(words)

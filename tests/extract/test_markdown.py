@@ -107,6 +107,14 @@ MARKDOWN_CASES = [
     pytest.param('<div><a href="/p/1"><img src="a.png" alt="Red city bicycle hover image">'
                  "<span>Red city bicycle</span> <b>$299</b></a></div>",
                  "[Red city bicycle **$299**](/p/1)", id="image-its-card-names-left-out"),
+    pytest.param('<div><a href="/p/1"><img src="a.png" alt="Red city bicycle photo"></a> '
+                 '<a href="/p/1">Red city bicycle</a></div>', "[Red city bicycle](/p/1)",
+                 id="image-named-beside-its-link-left-out"),
+    pytest.param('<ul><li><img src="a.png" alt="Big Agnes sleeping bag 0"></li><li><img src="b.png" '
+                 'alt="Big Agnes sleeping bag hood detail"></li></ul>',
+                 "- ![Big Agnes sleeping bag 0](a.png)", id="views-of-one-thing-once"),
+    pytest.param('<p><img src="l.png" alt="An image of the Cotman logo."> x</p>', "x",
+                 id="logo-left-out"),
     pytest.param('<h2><img src="i.png" alt="A star icon shining"> Top picks</h2>', "## Top picks",
                  id="no-images-in-headings"),
     pytest.param('<figure><img src="a.png" alt="A red bicycle"><figcaption>My <b>first</b> bike'
