@@ -190,6 +190,21 @@ def test_an_unclosed_button_swallowing_the_page_keeps_the_page() -> None:
     assert_article(text_of(body))
 
 
+def test_a_mega_menu_beside_the_main_content_is_dropped() -> None:
+    # a closed <nav> with more words than the article (a shop's menu of every category, its
+    # entries opened by scripts, not links) is a menu, though it holds most of the page's
+    # text: the <main> beside it is the content
+    groups = "".join(
+        f"<div><b>Group {n}</b>"
+        + "".join(f"<span>Category {n} {m} with its long name</span>" for m in range(9))
+        + "</div>"
+        for n in range(12)
+    )
+    text = text_of(f"<header><nav class='mega'>{groups}</nav></header><main>{ARTICLE}</main>")
+    assert_article(text)
+    assert "Category" not in text
+
+
 def test_a_small_button_is_still_dropped() -> None:
     text = text_of(f"<article>{ARTICLE}<button>Load more stories</button></article>")
     assert "Load more" not in text
