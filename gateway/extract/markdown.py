@@ -346,8 +346,10 @@ class Renderer:
                 value = value.split(",", 1)[0].strip().split(" ", 1)[0]
             if value and not value.lower().startswith("data:"):
                 target = self._target(value)
-                if target is not None:
+                # a picture is fetched over the web: not a mail or ftp address
+                if target is not None and not target[:7].lower().startswith(("mailto:", "ftp:")):
                     break
+                target = None
         if target is None:
             return ""
         key = alt.lower()

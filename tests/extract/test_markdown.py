@@ -98,6 +98,8 @@ MARKDOWN_CASES = [
                  id="decorative-images-left-out"),
     pytest.param('<p><img src="data:image/png;base64,AAAA" alt="A red bicycle">x</p>', "x",
                  id="image-without-address-left-out"),
+    pytest.param('<p><img src="javascript:alert(1)" alt="A red bicycle"><img src="mailto:a@b.example"'
+                 ' alt="A blue bicycle">x</p>', "x", id="image-addresses-only-web"),
     pytest.param('<p><img src="data:image/png;base64,AAAA" data-src="/a.png" alt="A red bicycle">'
                  '</p>', "![A red bicycle](/a.png)", id="lazy-image-address"),
     pytest.param('<p><img srcset="/a-1x.png 1x, /a-2x.png 2x" alt="A red bicycle"></p>',
