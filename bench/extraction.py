@@ -11,7 +11,14 @@
   truth, F1 the harmonic mean of the two averages.
 
 The gateway side is `gateway.cli.extract_cmd.extract_page`, the function `gateway extract`
-runs, in `text` and `auto` mode; trafilatura runs with its defaults (text output). Pages are
+runs, in `text` and `auto` mode; trafilatura runs with its defaults (text output). The
+gateway's text starts with the page's main heading and byline line when it found them: the
+main content is scored without them (as trafilatura's text has no title, and as WCXB keeps
+title, author and date apart from its main text), the rows `… +header` score the whole text,
+and the heading and byline are scored on their own against WCXB's `title`, `author` and
+`publish_date`. Images count as their alt text. `html-to-markdown` (a native whole-page
+converter, when installed) is the speed yardstick of the Markdown path: it converts each
+page whole, so its quality is context only. Pages are
 spread over a process pool (`--workers`, default the CPU count); every page runs all
 extractors in turn in one worker (the order rotating from page to page), and each call is
 timed in that worker's CPU seconds, so pages/s is per core and the ratios compare like with
@@ -19,7 +26,7 @@ like. `--every N` scores every Nth page
 only (for quick iterations; report full runs).
 
     .venv/bin/python bench/extraction.py [--sets wcxb scrapinghub] [--every N] [--workers N]
-        [--no-trafilatura] [--worst N] [--dump FILE]
+        [--no-trafilatura] [--no-html-to-markdown] [--worst N] [--dump FILE]
 """
 
 from __future__ import annotations
@@ -47,15 +54,21 @@ SHARED = next(
 )
 CONTENT_TYPE = "text/html; charset=utf-8"
 _TOKEN = re.compile(r"\w+", re.UNICODE)
-# Markdown link syntax -> its text; image syntax -> its alt text; fence info strings dropped
-_MD_LINK = re.compile(r"!?\[((?:\\.|[^\]\\])*)\]\((?:<[^>\n]*>|[^)\n]*)\)")
+# Markdown image syntax -> its alt text, then link syntax -> its text (an image inside a link
+# first); fence info strings dropped
+_MD_IMAGE = re.compile(r"!\[((?:\\.|[^\]\\])*)\]\((?:<[^>\n]*>|[^)\n]*)\)")
+_MD_LINK = re.compile(r"\[((?:\\.|[^\]\\])*)\]\((?:<[^>\n]*>|[^)\n]*)\)")
 _MD_FENCE_INFO = re.compile(r"^(\s*(?:```+|~~~+))[^\n`]*$", re.M)
 GATEWAY_MODES = ("text", "auto")
 TRAFILATURA = "trafilatura"
+HTML_TO_MARKDOWN = "html-to-markdown"
+WHOLE = " +header"  # the gateway's whole text, heading and byline included
+# what an extractor answers: its text, and the heading and byline the text starts with
+Answer = tuple[str, str | None, str | None]
 
 
 def markdown_for_scoring(text: str) -> str:
-    return _MD_FENCE_INFO.sub(r"\1", _MD_LINK.sub(r"\1", text))
+    return _MD_FENCE_INFO.sub(r"\1", _MD_LINK.sub(r"\1", _MD_IMAGE.sub(r"\1", text)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +77,10 @@ class Page:
     path: Path  # the gzip-compressed HTML
     truth: str
     kind: str  # WCXB page type; "article" for scrapinghub
+    # WCXB's metadata fields ("" when absent, and for scrapinghub)
+    title: str = ""
+    author: str = ""
+    date: str = ""
 
 
 def wcxb_pages(data: Path) -> list[Page]:
@@ -71,11 +88,15 @@ def wcxb_pages(data: Path) -> list[Page]:
     for truth_file in sorted((data / "ground-truth").glob("*.json")):
         record = json.loads(truth_file.read_text(encoding="utf-8"))
         key = truth_file.stem
+        truth = record["ground_truth"]
         pages.append(Page(
             key,
             data / "html" / f"{key}.html.gz",
-            record["ground_truth"].get("main_content") or "",
+            truth.get("main_content") or "",
             record["_internal"]["page_type"]["primary"],
+            str(truth.get("title") or ""),
+            str(truth.get("author") or ""),
+            str(truth.get("publish_date") or ""),
         ))
     return pages
 
@@ -90,27 +111,43 @@ def scrapinghub_pages(data: Path) -> list[Page]:
 
 # --- the worker side ----------------------------------------------------------------------
 
-_EXTRACTORS: dict[str, Callable[[bytes], str]] = {}
+_EXTRACTORS: dict[str, Callable[[bytes], Answer]] = {}
+
+
+def _gateway(mode: str) -> Callable[[bytes], Answer]:
+    from gateway.cli.extract_cmd import extract_page
+
+    def run(html: bytes) -> Answer:
+        document = extract_page(html, CONTENT_TYPE, mode)
+        return document.text, document.heading, document.byline
+
+    return run
 
 
 def _init_worker(names: tuple[str, ...]) -> None:
     sys.path.insert(0, str(REPO))
-    from gateway.cli.extract_cmd import extract_page
-
     for name in names:
         if name == TRAFILATURA:
             import trafilatura
 
-            _EXTRACTORS[name] = lambda html: trafilatura.extract(html) or ""
+            _EXTRACTORS[name] = lambda html: (trafilatura.extract(html) or "", None, None)
+        elif name == HTML_TO_MARKDOWN:
+            import html_to_markdown
+
+            options = html_to_markdown.ConversionOptions(extract_metadata=False)
+            # it takes text: decoding is part of its work, as parsing bytes is of ours
+            _EXTRACTORS[name] = lambda html, options=options: (
+                html_to_markdown.convert(html.decode("utf-8", "replace"), options).content or "",
+                None, None,
+            )
         else:
-            mode = name.removeprefix("gateway ")
-            _EXTRACTORS[name] = lambda html, mode=mode: extract_page(html, CONTENT_TYPE, mode).text
+            _EXTRACTORS[name] = _gateway(name.removeprefix("gateway "))
     warm = b"<html><body><article><p>Warm-up, with some words.</p></article></body></html>"
     for run in _EXTRACTORS.values():
         run(warm)
 
 
-def _run_page(job: tuple[int, Path]) -> tuple[int, dict[str, tuple[str, float]]]:
+def _run_page(job: tuple[int, Path]) -> tuple[int, dict[str, tuple[Answer, float]]]:
     number, path = job
     html = gzip.decompress(path.read_bytes())
     results = {}
@@ -121,11 +158,11 @@ def _run_page(job: tuple[int, Path]) -> tuple[int, dict[str, tuple[str, float]]]
         run = _EXTRACTORS[name]
         start = time.process_time()
         try:
-            text = run(html)
+            answer = run(html)
         except Exception as exc:  # an extractor's failure is an empty answer, and said
             print(f"{path.name}: {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-            text = ""
-        results[name] = (text, time.process_time() - start)
+            answer = ("", None, None)
+        results[name] = (answer, time.process_time() - start)
     return len(html), results
 
 
@@ -183,12 +220,25 @@ class Outcome:
     texts: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     empty: int = 0
+    # the heading and byline each page's text starts with (the gateway's only)
+    headers: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
 
+
+def main_content(answer: Answer) -> str:
+    """The answer without the heading and byline its text starts with."""
+    text, heading, byline = answer
+    lead = bool(heading) + bool(byline)
+    return text.split("\n\n", lead)[lead] if lead and text.count("\n\n") >= lead else (
+        "" if lead else text
+    )
 
 def run_set(
     pages: list[Page], names: tuple[str, ...], workers: int
 ) -> tuple[dict[str, Outcome], int]:
     outcomes = {name: Outcome() for name in names}
+    for name in names:
+        if name.startswith("gateway"):
+            outcomes[name + WHOLE] = Outcome()
     size = 0
     with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(names,)) as pool:
         for page, (length, results) in zip(
@@ -197,13 +247,18 @@ def run_set(
             strict=True,
         ):
             size += length
-            for name, (text, seconds) in results.items():
-                outcome = outcomes[name]
-                if name == "gateway auto":
-                    text = markdown_for_scoring(text)
-                outcome.texts[page.key] = text
-                outcome.seconds += seconds
-                outcome.empty += not text.strip()
+            for name, (answer, seconds) in results.items():
+                texts = [(name, main_content(answer))]
+                if name.startswith("gateway"):
+                    texts.append((name + WHOLE, answer[0]))
+                    outcomes[name].headers[page.key] = answer[1:]
+                for key, text in texts:
+                    outcome = outcomes[key]
+                    if key.startswith("gateway auto") or key == HTML_TO_MARKDOWN:
+                        text = markdown_for_scoring(text)
+                    outcome.texts[page.key] = text
+                    outcome.seconds += seconds
+                    outcome.empty += not text.strip()
     return outcomes, size
 
 
@@ -239,20 +294,21 @@ def report_wcxb(pages: list[Page], outcomes: dict[str, Outcome], size: int, wors
         print(f"| {kind} ({len(keys)}) | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
     if TRAFILATURA in outcomes:
         for name in names:
-            if name == TRAFILATURA:
+            if not name.startswith("gateway"):
                 continue
             losses = []
             for kind in kinds:
                 keys = [page.key for page in pages if page.kind == kind]
                 ours = statistics.mean(per_page[name][key][2] for key in keys)
                 theirs = statistics.mean(per_page[TRAFILATURA][key][2] for key in keys)
-                if ours < theirs - 0.03:
+                if ours < theirs:
                     losses.append(f"{kind} {ours - theirs:+.3f}")
             overall = statistics.mean(s[2] for s in per_page[name].values())
-            traf = statistics.mean(s[2] for s in per_page[TRAFILATURA].values())
-            verdict = "met" if overall >= traf and not losses and outcomes[name].empty <= outcomes[TRAFILATURA].empty else "MISSED"
-            print(f"target {name}: word-F1 >= trafilatura's, no type > 0.03 below, empties <= "
-                  f"trafilatura's: {verdict}" + (f" ({', '.join(losses)})" if losses else ""))
+            verdict = "met" if overall >= 0.90 and not losses and outcomes[name].empty <= outcomes[TRAFILATURA].empty else "MISSED"
+            print(f"target {name}: word-F1 >= 0.90 ({overall:.3f}), no type below trafilatura's, "
+                  f"empties <= trafilatura's: {verdict}" + (f" ({', '.join(losses)})" if losses else ""))
+    report_speed(outcomes)
+    report_header(pages, outcomes)
     if worst:
         first = names[0]
         print(f"\nworst WCXB pages of {first} (type, F1, precision, recall"
@@ -262,6 +318,72 @@ def report_wcxb(pages: list[Page], outcomes: dict[str, Outcome], size: int, wors
         for key, (p, r, f1) in ranked:
             traf = f" {per_page[TRAFILATURA][key][2]:.3f}" if TRAFILATURA in per_page else ""
             print(f"  {key} {kind_of[key]:<13} {f1:.3f} {p:.3f} {r:.3f}{traf}")
+
+
+def report_speed(outcomes: dict[str, Outcome]) -> None:
+    """The speed targets: >= 4x trafilatura, and Markdown within 1.5x of html-to-markdown."""
+    for name, outcome in outcomes.items():
+        if not name.startswith("gateway") or name.endswith(WHOLE) or not outcome.seconds:
+            continue
+        if TRAFILATURA in outcomes:
+            ratio = outcomes[TRAFILATURA].seconds / outcome.seconds
+            print(f"target {name}: >= 4x trafilatura's pages/s ({ratio:.1f}x): "
+                  + ("met" if ratio >= 4 else "MISSED"))
+        if name == "gateway auto" and HTML_TO_MARKDOWN in outcomes:
+            ratio = outcome.seconds / outcomes[HTML_TO_MARKDOWN].seconds
+            print(f"target {name}: CPU time <= 1.5x html-to-markdown's ({ratio:.2f}x): "
+                  + ("met" if ratio <= 1.5 else "MISSED"))
+
+
+def _words(text: str) -> list[str]:
+    return _TOKEN.findall(text.lower())
+
+
+def report_header(pages: list[Page], outcomes: dict[str, Outcome]) -> None:
+    """The heading against WCXB's `title`; the byline's names against `author`, its date
+    against `publish_date` (the day)."""
+    for name, outcome in outcomes.items():
+        if outcome.headers and any(page.title for page in pages):
+            _report_header(pages, name, outcome.headers)
+
+
+def _report_header(
+    pages: list[Page], name: str, headers: dict[str, tuple[str | None, str | None]]
+) -> None:
+    titled = [page for page in pages if page.title]
+    headed = [page for page in titled if headers[page.key][0]]
+    heading_f1 = [word_prf(page.title, headers[page.key][0] or "")[2] for page in headed]
+    authored = [page for page in pages if page.author]
+    bylined = [page for page in pages if headers[page.key][1]]
+    with_names = [page for page in bylined if (headers[page.key][1] or "").startswith("By ")]
+
+    def named(page: Page) -> bool:
+        byline = set(_words(headers[page.key][1] or ""))
+        wanted = _words(page.author)
+        return bool(wanted) and sum(word in byline for word in wanted) >= 0.5 * len(wanted)
+
+    dated = [page for page in pages if _ISO_DAY.match(page.date)]
+    with_dates = [page for page in bylined if _ISO_DAY.search(headers[page.key][1] or "")]
+
+    def right_day(page: Page) -> bool:
+        found = _ISO_DAY.search(headers[page.key][1] or "")
+        return bool(found) and found.group(0) == page.date[:10]
+
+    def share(part: int, whole: int) -> str:
+        return f"{part}/{whole} ({part / whole:.0%})" if whole else "0/0"
+
+    print(f"\n{name}, heading and byline against WCXB's title, author and date:")
+    print(f"- heading: on {share(len(headed), len(titled))} pages with a title, word-F1 "
+          f"{statistics.mean(heading_f1) if heading_f1 else 0:.3f} against it")
+    print(f"- byline names: {share(sum(map(named, authored)), len(authored))} of the pages with "
+          f"an author name them; {share(sum(map(named, with_names)), len(with_names))} of the "
+          f"names given are the page's author")
+    print(f"- byline date: {share(sum(map(right_day, dated)), len(dated))} of the pages with a "
+          f"date give its day; {share(sum(map(right_day, with_dates)), len(with_dates))} of the "
+          f"dates given are right")
+
+
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def report_scrapinghub(pages: list[Page], outcomes: dict[str, Outcome], size: int) -> None:
@@ -281,6 +403,7 @@ def report_scrapinghub(pages: list[Page], outcomes: dict[str, Outcome], size: in
             verdict = "met" if f1 >= 0.96 and precision >= 0.95 else "MISSED"
             verdicts.append(f"target {name}: F1 >= 0.96 and precision >= 0.95: {verdict}")
     print("\n".join(verdicts))
+    report_speed(outcomes)
 
 
 def main() -> None:
@@ -294,7 +417,9 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=1, help="score every Nth page only")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--modes", nargs="+", choices=GATEWAY_MODES, default=list(GATEWAY_MODES))
-    parser.add_argument("--no-trafilatura", action="store_true", help="only the gateway")
+    parser.add_argument("--no-trafilatura", action="store_true", help="without trafilatura")
+    parser.add_argument("--no-html-to-markdown", action="store_true",
+                        help="without the html-to-markdown yardstick")
     parser.add_argument("--worst", type=int, default=0, help="list the N worst WCXB pages")
     parser.add_argument("--type", help="only WCXB pages of this type")
     parser.add_argument("--dump", type=Path, help="write every answer as JSON here")
@@ -302,6 +427,13 @@ def main() -> None:
     names = tuple(f"gateway {mode}" for mode in args.modes)
     if not args.no_trafilatura:
         names += (TRAFILATURA,)
+    if not args.no_html_to_markdown and "auto" in args.modes:
+        try:
+            import html_to_markdown  # noqa: F401
+        except ImportError:
+            print("html-to-markdown is not installed: no Markdown speed yardstick", file=sys.stderr)
+        else:
+            names += (HTML_TO_MARKDOWN,)
     dump: dict[str, dict[str, dict[str, str]]] = {}
     if "wcxb" in args.sets:
         if not (args.wcxb / "ground-truth").is_dir():

@@ -173,6 +173,14 @@ def check_dlp(output: str) -> None:
     assert len(re.findall(r"URL of [0-9]+ chars \(shipped\): DLP adds", output)) == 3, output
 
 
+def check_extraction(output: str) -> None:
+    assert re.search(rf"\| gateway auto \| {NUMBER} \| {NUMBER} \| {NUMBER} \|", output), output
+    assert "| gateway text +header |" in output, output
+    assert re.search(r"target gateway auto: >= 4x trafilatura's pages/s", output), output
+    assert re.search(rf"- heading: on [0-9]+/[0-9]+ .* word-F1 {NUMBER}", output), output
+    assert re.search(r"scrapinghub: [0-9]+ pages", output), output
+
+
 def needs_extbench() -> str | None:
     """The DLP bench reads the extraction sets' pages (../shared/extbench from the root)."""
     root = Path(os.environ.get("EXTBENCH", REPO.parent / "shared" / "extbench"))
@@ -244,6 +252,10 @@ CASES = [
     ),
     pytest.param(
         "dlp.py", ["--rounds", "1", "--max-pages", "10"], check_dlp, needs_extbench, id="dlp"
+    ),
+    pytest.param(
+        "extraction.py", ["--every", "150", "--workers", "1"], check_extraction, needs_extbench,
+        id="extraction",
     ),
     pytest.param(
         "replicas.py",

@@ -35,8 +35,7 @@ _JUNK_TAGS = (
     "script", "style", "noscript", "template", "iframe", "frame", "frameset", "svg", "canvas",
     "object", "embed", "applet", "link", "meta", "base", "input", "button", "select",
     "textarea", "option", "optgroup", "datalist", "nav", "aside", "footer", "dialog", "map",
-    "area", "audio", "video", "source", "track", "picture", "math", "head", "menu",
-    "figcaption",
+    "area", "audio", "video", "source", "track", "math", "head", "menu",
 )
 _JUNK_TAG_SET = frozenset(_JUNK_TAGS)
 # Junk tags that hold other elements, where an unclosed one can swallow the rest of a page.
@@ -205,7 +204,8 @@ def strip_boilerplate(
     (forum software puts the posts there): it stays, as plain blocks. An element that would
     go but holds most of the page's text stays too: recovering parsers nest the rest of a
     page inside a `<button>` or `<nav>` that was never closed, and scoring still ranks
-    whatever is furniture in it.
+    whatever is furniture in it; but not a `<nav>` (or other such container) beside the
+    page's `<main>` or `<article>`: that one was closed, and is a mega menu.
     """
     etree.strip_elements(body, *_CODE_TAGS, with_tail=False)
     share_limit = max(int(_page_length(body) * MOST_OF_PAGE), NOSCRIPT_CONTENT_CHARS)
@@ -221,7 +221,11 @@ def strip_boilerplate(
         if tag in _JUNK_TAG_SET:
             if tag == "noscript" and _holds_text(el, NOSCRIPT_CONTENT_CHARS):
                 unwrapped.append(el)
-            elif tag in _JUNK_CONTAINERS and _holds_text(el, share_limit, deadline):
+            elif (
+                tag in _JUNK_CONTAINERS
+                and _holds_text(el, share_limit, deadline)
+                and not _content_beside(el, body)
+            ):
                 continue
             else:
                 doomed.append(el)
@@ -283,6 +287,21 @@ def strip_boilerplate(
                 big.add(ancestor)
         else:
             remove(el)
+
+
+def _content_beside(el: etree._Element, body: etree._Element) -> bool:
+    """Whether a `<main>` or an `<article>` with text lies outside `el` (neither in it nor
+    around it): then `el` was closed where it should be, and is a big menu, not the rest
+    of the page swallowed by a tag left open."""
+    around = set(el.iterancestors())
+    for landmark in body.iter("main", "article"):
+        if landmark is el or landmark in around:
+            continue
+        if el in set(landmark.iterancestors()):
+            continue
+        if _holds_text(landmark, ENOUGH_CONTENT_CHARS):
+            return True
+    return False
 
 
 def _holds_text(el: etree._Element, limit: int, deadline: float | None = None) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 
 from lxml import etree
 
+from gateway.extract.byline import page_byline
 from gateway.extract.charset import (
     decode_text_utf8,
     is_html_type,
@@ -32,6 +33,7 @@ from gateway.extract.content import (
 from gateway.extract.markdown import Renderer
 from gateway.extract.tree import (
     declares_article,
+    main_heading,
     page_description,
     page_title,
     parse_html,
@@ -62,6 +64,9 @@ class Document:
     # HTML only: whether main content was found, and when not, why (None for other bodies)
     main_content: bool | None = None
     note: str | None = None
+    # HTML only: the main heading and the byline line that `text` starts with, when found
+    heading: str | None = None
+    byline: str | None = None
 
 
 def is_json_type(mtype: str) -> bool:
@@ -122,7 +127,7 @@ def _extract_html(
     if whole:
         return _whole_page(body, content_type, deadline, base_url)
     best: tuple[etree._Element, int, int] | None = None
-    title = description = None
+    title = description = heading = byline = None
     page_prose = 0
     scored = article = False
     for number, attempt in enumerate(ATTEMPTS):
@@ -134,6 +139,10 @@ def _extract_html(
             title = page_title(root)
             description = page_description(root)
             article = declares_article(root)
+            # read before selection removes them: the heading sits above the article's
+            # body, the byline among the furniture that goes
+            heading = main_heading(root, title)
+            byline = page_byline(root, article)
         body_el = root.find("body")
         if body_el is None:
             body_el = root
@@ -168,19 +177,34 @@ def _extract_html(
                 drop_menus(content, deadline)
             except DeadlineExceeded:
                 raise ExtractError("extraction deadline passed") from None
-    renderer = Renderer(markdown=markdown, deadline=deadline, base_url=base_url)
+    renderer = Renderer(
+        markdown=markdown, deadline=deadline, base_url=base_url, main_heading=heading
+    )
     try:
         text = renderer.render(content)
     except DeadlineExceeded:
         raise ExtractError("extraction deadline passed") from None
+    headings = tuple(renderer.headings)
     note = None
     if not text.strip():
         note = NOTE_EMPTY
-    elif not scored:
-        note = NOTE_NO_PROSE
+    else:
+        if not scored:
+            note = NOTE_NO_PROSE
+        # the page's name and who wrote it when, once, above what it says
+        top = []
+        if heading:
+            top.append(("# " + heading.replace("\n", " ")) if markdown else heading)
+            headings = ((1, heading), *headings)
+        line = byline.line() if byline is not None else ""
+        if line:
+            top.append(line)
+        if top:
+            text = "\n\n".join([*top, text])
     return Document(
-        title, description, tuple(renderer.headings), text, mode,
-        main_content=note is None, note=note,
+        title, description, headings, text, mode, main_content=note is None, note=note,
+        heading=heading if text.strip() else None,
+        byline=(byline.line() or None) if byline is not None and text.strip() else None,
     )
 
 

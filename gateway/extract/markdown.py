@@ -1,8 +1,10 @@
 """Render an HTML subtree as Markdown, or as plain text with paragraph breaks.
 
 Markdown keeps headings, lists (nested), links (`javascript:`, fragment-only and data links
-become their text), fenced code with its language, inline code, emphasis, blockquotes and
-simple tables; images are left out. Plain text keeps the same blocks without markup.
+become their text), fenced code with its language, inline code, emphasis, blockquotes,
+tables (header rows, `colspan`, `rowspan`), definition lists (`term`, then `: definition`),
+images that have alt text (`![alt](url)`; decorative ones are left out) and figure captions
+(an italic line). Plain text keeps the same blocks without markup, and no images.
 One Renderer per call: it holds the output being built.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import itertools
 import re
 import time
+from collections.abc import Iterable, Iterator
 from urllib.parse import urljoin, urlsplit
 
 from lxml import etree
@@ -44,6 +47,17 @@ MAX_DEPTH = 120  # beyond this, a subtree becomes flat text (libxml2 itself stop
 MAX_HREF_CHARS = 2048
 MAX_TABLE_COLUMNS = 64
 MAX_COLSPAN = 16
+MAX_ROWSPAN = 64
+MAX_ALT_CHARS = 300
+# an alt text that is only a file name or a placeholder says nothing about the picture
+_NAME_ONLY_ALT = re.compile(
+    r"[\w.-]+\.(?:jpe?g|png|gif|webp|svg|avif|bmp|ico|tiff?)|image|img|photo|picture|icon|logo"
+    r"|spacer|placeholder|blank|pixel|thumbnail|null|undefined|-|_|\*",
+    re.I,
+)
+# where lazy-loading scripts keep an image's real address
+_IMAGE_SOURCES = ("src", "data-src", "data-lazy-src", "data-original", "data-srcset", "srcset")
+_IMAGE_IN_LINK = re.compile(r"(!\[(?:\\.|[^\]\\])*\]\((?:<[^>\n]*>|[^)\n]*)\))")
 
 
 def _squash_inline(text: str) -> str:
@@ -59,9 +73,16 @@ class Renderer:
     """Builds the text of one subtree; `headings` collects (level, text) on the way."""
 
     def __init__(
-        self, *, markdown: bool, deadline: float | None = None, base_url: str | None = None
+        self,
+        *,
+        markdown: bool,
+        deadline: float | None = None,
+        base_url: str | None = None,
+        main_heading: str | None = None,
     ) -> None:
         self.markdown = markdown
+        # the page's main heading, which its caller puts first: not repeated where it stands
+        self._main_heading = squash(main_heading).lower() if main_heading else None
         self.deadline = deadline
         self.base_url = base_url
         # pages link to the same places again and again: each href is resolved once
@@ -71,6 +92,9 @@ class Renderer:
         # the elements that hold a block element somewhere below them, found on first need
         self._block_holders: set[etree._Element] | None = None
         self._root: etree._Element | None = None
+        self._in_heading = False
+        self._alts_shown: set[str] = set()
+        self._last_series: str | None = None
 
     def render(self, root: etree._Element) -> str:
         blocks: list[str] = []
@@ -159,9 +183,17 @@ class Renderer:
             return
         level = _HEADINGS.get(tag)
         if level is not None:
-            text = _squash_inline(self._inline_children(el, depth)).strip()
+            self._in_heading = True
+            try:
+                text = _squash_inline(self._inline_children(el, depth)).strip()
+            finally:
+                self._in_heading = False
             if text:
                 plain = _squash_inline("".join(el.itertext())).strip()
+                if self._main_heading is not None and level <= 2 and (
+                    squash(plain).lower() == self._main_heading
+                ):
+                    return
                 self.headings.append((level, plain))
                 out.append(("#" * level + " " + text) if self.markdown else text)
             return
@@ -181,6 +213,10 @@ class Renderer:
                 out.append(text)
         elif tag == "table":
             self._table(el, out, depth)
+        elif tag == "dl":
+            self._definitions(el, out, depth)
+        elif tag == "figcaption":
+            self._caption(el, out, depth)
         elif tag == "hr":
             if self.markdown:
                 out.append("---")
@@ -234,6 +270,104 @@ class Renderer:
         first, *rest = text.split("\n")
         out.append("\n".join([marker + first] + [pad + line if line else "" for line in rest]))
 
+    def _definitions(self, el: etree._Element, out: list[str], depth: int) -> None:
+        """A `<dl>`: each term on its line, each of its definitions under it as `: text`
+        (Markdown's definition lists, as Pandoc and PHP Markdown Extra read them; plain text
+        indents them instead); a blank line before each new group of terms."""
+        groups: list[list[str]] = []
+        lines: list[str] = []
+        last = ""
+        for child in _definition_items(el):
+            inner: list[str] = []
+            if child.tag == "dt":
+                text = _squash_inline(self._inline_children(child, depth + 1)).strip()
+                if not text:
+                    continue
+                if last == "dd" and lines:
+                    groups.append(lines)
+                    lines = []
+                lines.append(text.replace("\n", " "))
+                last = "dt"
+                continue
+            if child.tag == "dd":
+                self._blocks(child, inner, depth + 1)
+                text = "\n".join(inner).strip("\n")
+                if not text:
+                    continue
+                marker = ": " if self.markdown else "  "
+                first, *rest = text.split("\n")
+                lines.append("\n".join(
+                    [marker + first] + ["  " + line if line else "" for line in rest]
+                ))
+                last = "dd"
+                continue
+            self._block(child, inner, depth + 1)  # stray content: kept, as blocks
+            if inner:
+                if lines:
+                    groups.append(lines)
+                    lines = []
+                groups.append(inner)
+                last = ""
+        if lines:
+            groups.append(lines)
+        out.extend("\n".join(group) for group in groups)
+
+    def _caption(self, el: etree._Element, out: list[str], depth: int) -> None:
+        """A figure's caption: its text as one line, in italics in Markdown (its own markup
+        left out: emphasis cannot nest in emphasis)."""
+        text = _squash_inline("".join(el.itertext())).strip()
+        if not text:
+            return
+        if self.markdown:
+            text = _wrap(text.replace("*", "\\*"), "*")
+        out.append(text)
+
+    def _image(self, el: etree._Element) -> str:
+        """`![alt](url)` for a picture its page describes; "" for a decorative one (no alt
+        text, or one that only names a file), one hidden from assistive technology, a
+        tracking pixel, or one with no address to show."""
+        alt = el.get("alt")
+        if not alt or self._in_heading:
+            return ""
+        alt = _squash_inline(alt[:MAX_ALT_CHARS]).strip()
+        if not alt or _NAME_ONLY_ALT.fullmatch(alt):
+            return ""
+        if el.get("aria-hidden") == "true" or (el.get("role") or "").lower() in (
+            "presentation", "none"
+        ):
+            return ""
+        for size in (el.get("width"), el.get("height")):
+            if size is not None and size.strip() in ("0", "1", "2"):
+                return ""
+        target = None
+        for name in _IMAGE_SOURCES:
+            value = (el.get(name) or "").strip()
+            if name.endswith("srcset"):
+                value = value.split(",", 1)[0].strip().split(" ", 1)[0]
+            if value and not value.lower().startswith("data:"):
+                target = self._target(value)
+                # a picture is fetched over the web: not a mail or ftp address
+                if target is not None and not target[:7].lower().startswith(("mailto:", "ftp:")):
+                    break
+                target = None
+        if target is None:
+            return ""
+        key = alt.lower()
+        # the same picture again (a hover or zoom copy), another view of the thing the last
+        # picture showed (a product's carousel), a brand's logo, or one its card names
+        series = " ".join(key.split()[:SERIES_WORDS]) if key.count(" ") >= SERIES_WORDS else None
+        if (
+            key in self._alts_shown
+            or (series is not None and series == self._last_series)
+            or _LOGO_ALT.search(key)
+            or _said_beside(el, key)
+        ):
+            return ""
+        self._alts_shown.add(key)
+        self._last_series = series
+        alt = alt.replace("[", "\\[").replace("]", "\\]")
+        return f"![{alt}]({_destination(target)})"
+
     def _table(self, el: etree._Element, out: list[str], depth: int) -> None:
         rows = _table_rows(el)
         nested = next(el.iterdescendants("table", "pre", "ul", "ol", "h1", "h2", "h3"), None)
@@ -247,19 +381,36 @@ class Renderer:
             if caption is not None:
                 self._blocks(caption, out, depth + 1)
             return
+        header_rows = _header_row_count(el, rows)
         lines: list[list[str]] = []
-        for row in rows:
+        # columns taken by a cell of an earlier row (rowspan): column -> rows still taken
+        spanned: dict[int, int] = {}
+        for number, row in enumerate(rows):
+            header = number < header_rows
             cells: list[str] = []
+            started: dict[int, int] = {}
             for cell in row:
+                while len(cells) in spanned:
+                    cells.append("")
                 text = _squash_inline(
                     self._inline_children(cell, depth + 1).replace("\n", " ")
                 ).strip()
                 if self.markdown:
                     text = text.replace("|", "\\|")
-                cells.append(text)
-                cells.extend("" for _ in range(_colspan(cell) - 1))
+                rowspan = _rowspan(cell)
+                for offset in range(_colspan(cell)):
+                    if rowspan > 1:
+                        started[len(cells)] = rowspan - 1
+                    # a header cell spanning columns names each of them
+                    cells.append(text if offset == 0 or header else "")
+            if spanned:
+                cells.extend("" for _ in range(max(spanned) + 1 - len(cells)))
+            spanned = {column: left - 1 for column, left in spanned.items() if left > 1}
+            spanned.update(started)
             if any(cells):
-                lines.append(cells + [""] * (width - len(cells)))
+                lines.append(cells)
+            elif header:
+                header_rows -= 1
         if not lines:
             return
         caption = el.find("caption")
@@ -267,11 +418,26 @@ class Renderer:
             text = _squash_inline("".join(caption.itertext())).strip()
             if text:
                 out.append(text)
+        header_rows = max(0, min(header_rows, len(lines)))
+        width = max(map(len, lines))
+        for cells in lines:
+            cells.extend("" for _ in range(width - len(cells)))
         if self.markdown:
-            rendered = ["| " + " | ".join(lines[0]) + " |", "|" + "---|" * width]
-            rendered.extend("| " + " | ".join(cells) + " |" for cells in lines[1:])
+            if header_rows:
+                # Markdown has one header row: several are read together, column by column
+                head = [
+                    " ".join(_unique(line[column] for line in lines[:header_rows]))
+                    for column in range(width)
+                ]
+            else:
+                head = [""] * width
+            rendered = ["| " + " | ".join(head) + " |", "|" + "---|" * width]
+            rendered.extend("| " + " | ".join(cells) + " |" for cells in lines[header_rows:])
         else:
-            rendered = [" | ".join(cell for cell in cells if cell) for cells in lines]
+            rendered = [
+                " | ".join(_unique(cells) if number < header_rows else filter(None, cells))
+                for number, cells in enumerate(lines)
+            ]
         out.append("\n".join(rendered))
 
     # --- inline -------------------------------------------------------------------------
@@ -301,9 +467,8 @@ class Renderer:
         if tag == "br":
             return "\n"
         if tag == "img":
-            # alt text describes a picture, not the page's text: readers of the page never
-            # see it and it adds words no main text has (measured on both benchmarks)
-            return ""
+            # plain text is the page's text: an image's alt text describes a picture
+            return self._image(el) if self.markdown else ""
         if tag in _BLOCKS:  # a block inside inline content: a line of its own
             return "\n" + _squash_inline(self._inline_children(el, depth)).strip() + "\n"
         if tag in _CODE_INLINE:
@@ -326,6 +491,52 @@ class Renderer:
         if mark is not None:
             return _wrap(inner, mark)
         return inner
+
+
+# words an alt text uses about the picture itself, not about what it shows
+_PICTURE_WORDS = frozenset(
+    {"image", "images", "photo", "photos", "picture", "hover", "thumbnail", "thumb", "icon",
+     "logo", "of", "the", "a", "an", "for", "and", "main", "product", "featured", "alt"}
+)
+_ALT_WORD = re.compile(r"\w+")
+MAX_CARD_CHARS = 600
+SERIES_WORDS = 4
+_LOGO_ALT = re.compile(r"\blogo\W*$")
+MAX_CARD_BLOCK_CHARS = 150
+REDUNDANT_ALT_SHARE = 0.8
+
+
+def _said_beside(img: etree._Element, alt: str) -> bool:
+    """Whether the text beside an image already says what its alt text does: the text of
+    the link it is in, or of the small block that holds it (a card's name and price, never
+    a paragraph's worth; never a figure's caption: the figure is there to show it). It is then
+    decorative for a reader (WAI's images tutorial: adjacent text makes alt text redundant)."""
+    words = [word for word in _ALT_WORD.findall(alt) if word not in _PICTURE_WORDS]
+    if not words:
+        return False
+    # the card: the nearest link or block around the image with text of its own (a link
+    # holding only the picture sits in a card whose name is beside it)
+    text = ""
+    for level, ancestor in enumerate(img.iterancestors()):
+        if level >= 4:
+            return False
+        tag = ancestor.tag
+        if tag == "figure":
+            return False  # the picture is what the figure shows; its caption goes with it
+        if tag != "a" and tag not in _BLOCKS:
+            continue
+        text = "".join(ancestor.itertext())
+        if len(text) > 4 * MAX_CARD_CHARS:
+            return False
+        text = squash(text)
+        if text:
+            if len(text) > (MAX_CARD_CHARS if tag == "a" else MAX_CARD_BLOCK_CHARS):
+                return False
+            break
+    if not text:
+        return False
+    around = set(_ALT_WORD.findall(text.lower()))
+    return sum(word in around for word in words) >= REDUNDANT_ALT_SHARE * len(words)
 
 
 def _wrap(inner: str, mark: str) -> str:
@@ -407,18 +618,30 @@ def resolve_href(href: str | None, base_url: str | None) -> str | None:
     return target
 
 
-def _link(inner: str, target: str | None) -> str:
-    core = inner.strip()
-    if not core or target is None or "\n" in core:
-        return inner
+def _destination(target: str) -> str:
+    """A link or image target as Markdown reads it: spaces encoded, in <> when it has
+    parentheses or angle brackets."""
     if " " in target or not target.isprintable():  # every other space is unprintable
         target = _WHITESPACE.sub("%20", target)
     if "(" in target or ")" in target or "<" in target or ">" in target:
         target = "<" + target.replace("<", "%3C").replace(">", "%3E") + ">"
-    core = core.replace("[", "\\[").replace("]", "\\]")
+    return target
+
+
+def _link(inner: str, target: str | None) -> str:
+    core = inner.strip()
+    if not core or target is None or "\n" in core:
+        return inner
+    if "![" in core:  # an image in the link keeps its own syntax
+        core = "".join(
+            piece if number % 2 else piece.replace("[", "\\[").replace("]", "\\]")
+            for number, piece in enumerate(_IMAGE_IN_LINK.split(core))
+        )
+    else:
+        core = core.replace("[", "\\[").replace("]", "\\]")
     lead = " " if inner[:1].isspace() else ""
     trail = " " if inner[-1:].isspace() else ""
-    return f"{lead}[{core}]({target}){trail}"
+    return f"{lead}[{core}]({_destination(target)}){trail}"
 
 
 def _code_span(code: str) -> str:
@@ -476,21 +699,74 @@ def _block_holders(root: etree._Element | None) -> set[etree._Element]:
 
 
 def _table_rows(table: etree._Element) -> list[list[etree._Element]]:
-    rows: list[list[etree._Element]] = []
+    """The table's rows (not those of tables inside it): the head's first, the foot's last,
+    wherever the markup puts them."""
+    head: list[list[etree._Element]] = []
+    body: list[list[etree._Element]] = []
+    foot: list[list[etree._Element]] = []
     for row in table.iter("tr"):
         # rows of nested tables belong to those tables
         owner = next(row.iterancestors("table"), None)
         if owner is not table:
             continue
-        rows.append([cell for cell in row if cell.tag in ("td", "th")])
-    return rows
+        section = row.getparent()
+        group = section.tag if section is not None else None
+        target = head if group == "thead" else foot if group == "tfoot" else body
+        target.append([cell for cell in row if cell.tag in ("td", "th")])
+    return head + body + foot
+
+
+def _header_row_count(table: etree._Element, rows: list[list[etree._Element]]) -> int:
+    """How many leading rows are the table's header: those of its `<thead>`, else the
+    leading rows made of `<th>` cells only."""
+    head = sum(
+        1 for row in table.iter("tr")
+        if (parent := row.getparent()) is not None and parent.tag == "thead"
+        and next(row.iterancestors("table"), None) is table
+    )
+    if head:
+        return head
+    count = 0
+    for row in rows:
+        if not row or any(cell.tag != "th" for cell in row):
+            break
+        count += 1
+    return count if count < len(rows) else min(count, 1)
+
+
+def _unique(texts: Iterable[str]) -> list[str]:
+    """The texts in order, each once and none empty (a header cell spanning two rows or
+    columns is read once)."""
+    seen: list[str] = []
+    for text in texts:
+        if text and text not in seen:
+            seen.append(text)
+    return seen
+
+
+def _definition_items(dl: etree._Element) -> Iterator[etree._Element]:
+    """A definition list's terms and definitions in order; `<div>` groups are looked into."""
+    for child in dl:
+        if not isinstance(child.tag, str) or child.tag in _SKIPPED:
+            continue
+        if child.tag == "div" and any(item.tag in ("dt", "dd") for item in child):
+            yield from (item for item in child if isinstance(item.tag, str))
+        else:
+            yield child
 
 
 def _colspan(cell: etree._Element) -> int:
-    value = cell.get("colspan")
+    return _span(cell.get("colspan"), MAX_COLSPAN)
+
+
+def _rowspan(cell: etree._Element) -> int:
+    return _span(cell.get("rowspan"), MAX_ROWSPAN)
+
+
+def _span(value: str | None, cap: int) -> int:
     if value is None:
         return 1
     value = value.strip()
     if not value.isdigit() or len(value) > 3:
         return 1
-    return min(max(int(value), 1), MAX_COLSPAN)
+    return min(max(int(value), 1), cap)

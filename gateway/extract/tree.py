@@ -7,6 +7,8 @@ lxml parsers must not be shared between threads.
 
 from __future__ import annotations
 
+import itertools
+import re
 import time
 
 from lxml import etree
@@ -273,6 +275,58 @@ def page_title(root: etree._Element) -> str | None:
             if title:
                 break
     return title[:MAX_TITLE_CHARS] if title else None
+
+
+MAX_HEADING_CHARS = 300
+_HEADING_PLACES = frozenset({"nav", "footer", "aside", "menu", "dialog", "template", "noscript"})
+_LOGO = re.compile(r"logo|brand|site-?title|site-?name|masthead")
+_WORD = re.compile(r"\w+")
+
+
+def main_heading(root: etree._Element, title: str | None) -> str | None:
+    """The page's main heading: of its `<h1>`s (not in navigation, footers or sidebars, not
+    a logo: a link home or a `logo`/`brand` class), the one whose words are most like the
+    title's, the first on a tie; without one, an `<h2>` that repeats the title."""
+    candidates: list[str] = []
+    for count, el in enumerate(root.iter("h1")):
+        if count >= 20:
+            break
+        text = squash(text_of(el))
+        if not text or len(text) > MAX_HEADING_CHARS or text in candidates or _is_logo(el):
+            continue
+        if any(ancestor.tag in _HEADING_PLACES for ancestor in el.iterancestors()):
+            continue
+        candidates.append(text)
+    title_words = set(_WORD.findall(title.lower())) if title else set()
+    if not candidates:
+        if not title_words:
+            return None
+        for count, el in enumerate(root.iter("h2")):
+            if count >= 20:
+                break
+            text = squash(text_of(el))
+            if text and len(text) <= MAX_HEADING_CHARS and _likeness(text, title_words) >= 0.5:
+                return text
+        return None
+    if len(candidates) == 1 or not title_words:
+        return candidates[0]
+    return max(candidates, key=lambda text: _likeness(text, title_words))
+
+
+def _likeness(text: str, title_words: set[str]) -> float:
+    """Jaccard similarity of a heading's words and the title's."""
+    words = set(_WORD.findall(text.lower()))
+    union = len(words | title_words)
+    return len(words & title_words) / union if union else 0.0
+
+
+def _is_logo(heading: etree._Element) -> bool:
+    for el in itertools.chain((heading,), heading.iterdescendants()):
+        label = ((el.get("class") or "") + " " + (el.get("id") or ""))[:300].lower()
+        if _LOGO.search(label):
+            return True
+    links = list(heading.iter("a"))
+    return len(links) == 1 and (links[0].get("href") or "").strip() in ("/", "./", "index.html")
 
 
 def declares_article(root: etree._Element) -> bool:

@@ -139,12 +139,14 @@ def test_text_directly_in_a_div_counts() -> None:
     assert ARTICLE_PARAGRAPHS[0] in text
 
 
-def test_title_repeated_as_heading_is_not_repeated_in_the_text() -> None:
+def test_heading_the_title_repeats_is_kept_once_on_top() -> None:
     document = extract(page(f"<article><h1>River floods lower town</h1><h2>Shelters open</h2>"
                             f"{ARTICLE}</article>"), "text/html")
     assert document.title == "River floods lower town | Valley Gazette"
-    assert "# River floods" not in document.text
-    assert document.headings == ((2, "Shelters open"),)
+    assert document.text.startswith("# River floods lower town\n\n## Shelters open\n\n")
+    assert document.text.count("River floods lower town") == 1
+    assert document.heading == "River floods lower town"
+    assert document.headings == ((1, "River floods lower town"), (2, "Shelters open"))
 
 
 def test_short_article_is_not_padded_with_comments() -> None:
@@ -186,6 +188,21 @@ def test_an_unclosed_button_swallowing_the_page_keeps_the_page() -> None:
     # up inside the button
     body = f"<button class='menu'><div>Menu</button><main><article>{ARTICLE}</article></main>"
     assert_article(text_of(body))
+
+
+def test_a_mega_menu_beside_the_main_content_is_dropped() -> None:
+    # a closed <nav> with more words than the article (a shop's menu of every category, its
+    # entries opened by scripts, not links) is a menu, though it holds most of the page's
+    # text: the <main> beside it is the content
+    groups = "".join(
+        f"<div><b>Group {n}</b>"
+        + "".join(f"<span>Category {n} {m} with its long name</span>" for m in range(9))
+        + "</div>"
+        for n in range(12)
+    )
+    text = text_of(f"<header><nav class='mega'>{groups}</nav></header><main>{ARTICLE}</main>")
+    assert_article(text)
+    assert "Category" not in text
 
 
 def test_a_small_button_is_still_dropped() -> None:

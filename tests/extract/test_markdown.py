@@ -85,11 +85,43 @@ MARKDOWN_CASES = [
                  "layout cell\n\ntwo", id="one-column-table-is-layout"),
     pytest.param(
         "<table><tr><td><table><tr><td>a</td><td>b</td></tr></table></td><td>side</td></tr></table>",
-        "| a | b |\n|---|---|\n\nside",
+        "|  |  |\n|---|---|\n| a | b |\n\nside",
         id="nested-table-is-layout",
     ),
-    pytest.param('<p>x <img src="a.png" alt="A red bicycle"> y</p>', "x y",
-                 id="image-alt-text-left-out"),
+    pytest.param('<p>x <img src="a.png" alt="A red bicycle"> y</p>', "x ![A red bicycle](a.png) y",
+                 id="image-with-alt-text"),
+    pytest.param('<p><a href="/bikes"><img src="a.png" alt="A red bicycle"> All [bikes]</a></p>',
+                 "[![A red bicycle](a.png) All \\[bikes\\]](/bikes)", id="image-in-link"),
+    pytest.param('<p><img src="a.png" alt="A red bicycle" aria-hidden="true">'
+                 '<img src="b.png" alt="A tree" role="presentation"><img src="c.png" alt=" ">'
+                 '<img src="/pixel.gif" alt="Visitor counter" width="1">x</p>', "x",
+                 id="decorative-images-left-out"),
+    pytest.param('<p><img src="data:image/png;base64,AAAA" alt="A red bicycle">x</p>', "x",
+                 id="image-without-address-left-out"),
+    pytest.param('<p><img src="javascript:alert(1)" alt="A red bicycle"><img src="mailto:a@b.example"'
+                 ' alt="A blue bicycle">x</p>', "x", id="image-addresses-only-web"),
+    pytest.param('<p><img src="data:image/png;base64,AAAA" data-src="/a.png" alt="A red bicycle">'
+                 '</p>', "![A red bicycle](/a.png)", id="lazy-image-address"),
+    pytest.param('<p><img srcset="/a-1x.png 1x, /a-2x.png 2x" alt="A red bicycle"></p>',
+                 "![A red bicycle](/a-1x.png)", id="image-srcset"),
+    pytest.param('<div><img src="a.png" alt="Red bicycle"><img src="a-zoom.png" alt="Red bicycle">'
+                 "</div>", "![Red bicycle](a.png)", id="same-picture-again-once"),
+    pytest.param('<div><a href="/p/1"><img src="a.png" alt="Red city bicycle hover image">'
+                 "<span>Red city bicycle</span> <b>$299</b></a></div>",
+                 "[Red city bicycle **$299**](/p/1)", id="image-its-card-names-left-out"),
+    pytest.param('<div><a href="/p/1"><img src="a.png" alt="Red city bicycle photo"></a> '
+                 '<a href="/p/1">Red city bicycle</a></div>', "[Red city bicycle](/p/1)",
+                 id="image-named-beside-its-link-left-out"),
+    pytest.param('<ul><li><img src="a.png" alt="Big Agnes sleeping bag 0"></li><li><img src="b.png" '
+                 'alt="Big Agnes sleeping bag hood detail"></li></ul>',
+                 "- ![Big Agnes sleeping bag 0](a.png)", id="views-of-one-thing-once"),
+    pytest.param('<p><img src="l.png" alt="An image of the Cotman logo."> x</p>', "x",
+                 id="logo-left-out"),
+    pytest.param('<h2><img src="i.png" alt="A star icon shining"> Top picks</h2>', "## Top picks",
+                 id="no-images-in-headings"),
+    pytest.param('<figure><img src="a.png" alt="A red bicycle"><figcaption>My <b>first</b> bike'
+                 "</figcaption></figure>", "![A red bicycle](a.png)\n\n*My first bike*",
+                 id="figure-caption-italic"),
     pytest.param('<p>x<img src="a.png" alt="photo-2019-01.jpg">y</p>', "xy",
                  id="image-file-name-alt-dropped"),
     pytest.param('<p>x<img src="a.png">y</p>', "xy", id="image-without-alt"),
@@ -102,7 +134,17 @@ MARKDOWN_CASES = [
                  "a b & c <d> A &bogus; \ufffd", id="entities"),
     pytest.param("<script>alert(1)</script><style>p{}</style><p>kept</p>", "kept",
                  id="script-style-skipped"),
-    pytest.param("<dl><dt>term</dt><dd>meaning</dd></dl>", "term\n\nmeaning", id="definitions"),
+    pytest.param("<dl><dt>term</dt><dd>meaning</dd></dl>", "term\n: meaning", id="definitions"),
+    pytest.param("<dl><dt>a</dt><dt>b</dt><dd>one</dd><dd><p>two</p><p>more</p></dd>"
+                 "<div><dt>c</dt><dd>three</dd></div></dl>",
+                 "a\nb\n: one\n: two\n  more\n\nc\n: three", id="definitions-grouped"),
+    pytest.param(
+        "<table><tfoot><tr><td>f</td><td>g</td></tr></tfoot><thead><tr><th colspan=2>Q1</th>"
+        "</tr><tr><th>Jan</th><th>Feb</th></tr></thead><tbody><tr><td rowspan=2>1</td><td>2</td>"
+        "</tr><tr><td>3</td></tr></tbody></table>",
+        "| Q1 Jan | Q1 Feb |\n|---|---|\n| 1 | 2 |\n|  | 3 |\n| f | g |",
+        id="table-header-rows-rowspan-foot-last",
+    ),
     pytest.param("<p><span><b><i>deep</i></b> inline</span> <span><em><span><div>blk</div>"
                  "</span></em></span></p>", "***deep*** inline\n\nblk", id="block-deep-in-inline"),
     pytest.param("<p><a href='/x'><img alt='A red bicycle'><i>bike</i></a> <b><br></b>y</p>",
@@ -130,7 +172,10 @@ TEXT_CASES = [
     pytest.param("<table><tr><td>a</td><td>b</td></tr><tr><td>c</td><td></td></tr></table>",
                  "a | b\nc", id="table-cells"),
     pytest.param("<blockquote>q</blockquote>", "q", id="blockquote-unmarked"),
-    pytest.param('<p>x <img alt="A red bicycle"> y</p>', "x y", id="images-left-out"),
+    pytest.param('<p>x <img src="a.png" alt="A red bicycle"> y</p>', "x y", id="images-left-out"),
+    pytest.param("<dl><dt>term</dt><dd>meaning</dd></dl>", "term\n  meaning", id="definitions"),
+    pytest.param("<figure><figcaption>My <b>first</b> bike</figcaption></figure>", "My first bike",
+                 id="caption-unmarked"),
 ]
 
 

@@ -12,6 +12,7 @@ from lxml import etree
 from gateway.extract.tree import (
     DeadlineExceeded,
     SubtreeText,
+    main_heading,
     page_description,
     page_title,
     parse_html,
@@ -260,3 +261,29 @@ def test_link_length_counts_outermost_links() -> None:
 
     root = etree.fromstring("<div>text <a href='/a'>one two</a> <a href='/b'>three</a></div>")
     assert link_length(root) == len("one two") + len("three")
+
+
+MAIN_HEADING_CASES = [
+    pytest.param("<h1>River floods lower town</h1>", "River floods | Gazette",
+                 "River floods lower town", id="the-only-h1"),
+    pytest.param('<h1 class="logo">Gazette</h1><h1>River floods lower town</h1>',
+                 "Gazette", "River floods lower town", id="logo-class-skipped"),
+    pytest.param('<h1><a href="/">Gazette</a></h1><h1>River floods</h1>', "Gazette",
+                 "River floods", id="link-home-skipped"),
+    pytest.param("<h1>Latest news</h1><h1>River floods lower town</h1>",
+                 "River floods lower town - Gazette", "River floods lower town",
+                 id="most-like-the-title"),
+    pytest.param("<nav><h1>Menu</h1></nav><footer><h1>Contact</h1></footer>", "Page", None,
+                 id="navigation-and-footer-skipped"),
+    pytest.param("<h2>Related</h2><h2>River floods lower town</h2>", "River floods lower town",
+                 "River floods lower town", id="h2-repeating-the-title"),
+    pytest.param("<h2>Related</h2>", "River floods lower town", None, id="no-heading"),
+    pytest.param(f"<h1>{'word ' * 100}</h1>", None, None, id="too-long-to-be-a-heading"),
+]
+
+
+@pytest.mark.parametrize(("body", "title", "expected"), MAIN_HEADING_CASES)
+def test_main_heading(body: str, title: str | None, expected: str | None) -> None:
+    root = etree.fromstring(f"<html><body>{body}</body></html>".encode(),
+                            etree.HTMLParser(encoding="utf-8"))
+    assert main_heading(root, title) == expected
