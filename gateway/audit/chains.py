@@ -166,6 +166,11 @@ def _head(path: str) -> _Head:
     )
 
 
+def is_checkpoint_copy(path: str) -> bool:
+    """Whether the file holds only checkpoint copies (`audit.checkpoints_path`), not a chain."""
+    return _head(path).checkpoints_only
+
+
 def group_chains(files: Sequence[str]) -> tuple[list[tuple[str, list[str]]], list[str]]:
     """(chain name, its files in order) for each chain, and the checkpoint-copy files. A file
     whose chain cannot be read (unreadable, not a record) is a chain of its own, named by

@@ -75,8 +75,16 @@ def register(subparsers: Any) -> None:
     summary.add_argument("--json", action="store_true", help="print one JSON object")
     summary.set_defaults(run=_run_summary)
 
-    tail = actions.add_parser("tail", help="the last records, and new ones with -f")
-    tail.add_argument("file", metavar="FILE", help="the audit log file")
+    tail = actions.add_parser(
+        "tail",
+        help="the last records, and new ones with -f",
+        description="PATH: an audit log file, or a folder or glob: its newest chain file, and "
+        "with -f the next one as it starts (a new chain file appearing takes over). Rotation "
+        "is followed either way.",
+    )
+    tail.add_argument(
+        "file", metavar="PATH", help="an audit log file, or a folder or glob of them"
+    )
     tail.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
     tail.add_argument("-n", "--lines", type=int, default=10, help="records shown first (10)")
     tail.add_argument("--client", metavar="ID", help="only this client's records")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import queue
 import subprocess
 import sys
@@ -242,3 +243,21 @@ def test_tail_follow_through_the_real_command(tmp_path: Path) -> None:
             reader.join(WAIT)
     assert len(list(tmp_path.glob("gw.0*.jsonl"))) >= 2
     assert lines.empty()  # the other client's records were filtered out
+
+
+def test_tail_of_a_folder_shows_its_newest_chain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    older = open_log(tmp_path / "gateway-a.jsonl", instance_id="a")
+    older.append(fetch_record(1))
+    older.close()
+    newer = open_log(tmp_path / "gateway-b.jsonl", instance_id="b")
+    newer.append(fetch_record(2))
+    newer.close()
+    os.utime(tmp_path / "gateway-a.jsonl", (1_000_000, 1_000_000))
+    assert run(["tail", str(tmp_path), "-n", "1"]) == 0
+    assert "/page/2" in capsys.readouterr().out
+    assert run(["tail", str(tmp_path / "*.jsonl"), "-n", "1"]) == 0
+    assert "/page/2" in capsys.readouterr().out
+    assert run(["tail", str(tmp_path / "none-*.jsonl")]) == 2
+    assert "no such file" in capsys.readouterr().err
