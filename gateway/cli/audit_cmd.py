@@ -21,6 +21,8 @@ from gateway.provenance.dsse import DSSEError, load_public_key
 
 EXIT_INVALID = 1
 EXIT_USAGE = 2
+# With --key: every chain intact, but some hold no checkpoint (written before signing was on).
+EXIT_UNSIGNED = 3
 
 
 def register(subparsers: Any) -> None:
@@ -39,7 +41,9 @@ def register(subparsers: Any) -> None:
         description="PATH: files, folders (every *.jsonl in them) or globs. Files are grouped "
         "by chain (each process writes its own) and each chain's files put in order, so the "
         "order given does not matter. Each file is reported `valid` or `INVALID: reason (line "
-        "N)`, then each chain, then the set; exit 1 if anything is invalid.",
+        "N)`, then each chain, then the set; exit 1 if anything is invalid. With --key, a chain "
+        "that is intact but holds no checkpoint (written before signing was turned on) is "
+        "UNSIGNED, not INVALID: exit 3 when that is the only finding.",
     )
     verify.add_argument(
         "paths", nargs="+", metavar="PATH", help="audit log files, folders or globs"
@@ -110,7 +114,9 @@ def _run_verify(args: argparse.Namespace) -> int:
     for report in result.checkpoints:
         _print_file(report, json_lines=args.json)
     _emit(result.to_dict(), f"set: {result.describe()}", args.json)
-    return 0 if result.valid else EXIT_INVALID
+    if not result.valid:
+        return EXIT_INVALID
+    return EXIT_UNSIGNED if result.unsigned else 0
 
 
 def _emit(value: dict[str, Any], text: str, json_lines: bool) -> None:
