@@ -11,8 +11,6 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
-import os
-import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +20,7 @@ from typing import Any
 from gateway import __version__
 from gateway.audit.log import AuditLog
 from gateway.config import ClientLimits, GatewayConfig
+from gateway.configload.serving import default_instance_id
 from gateway.errors import AuditWriteError, UnauthorizedError
 from gateway.fetch.client import Fetcher, pool_key
 from gateway.fetch.provider import FetcherProviderTransport, ProviderEndpoint
@@ -129,10 +128,6 @@ def load_policy_state(config: GatewayConfig) -> PolicyState:
             )
         )
     return PolicyState(default, tuple(clients))
-
-
-def default_instance_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 @dataclass(slots=True)

@@ -38,6 +38,11 @@ class ChainReport:
         return all(report.valid for report in self.files)
 
     @property
+    def unsigned(self) -> bool:
+        """Intact, but keys were given and no checkpoint at all vouches for it."""
+        return self.valid and any(report.unsigned for report in self.files)
+
+    @property
     def records(self) -> int:
         return sum(report.records for report in self.files)
 
@@ -46,7 +51,7 @@ class ChainReport:
         lasts = [r.last_seq for r in self.files if r.last_seq is not None]
         span = f", seq {min(seqs)}-{max(lasts)}" if seqs and lasts else ""
         count = len(self.files)
-        verdict = "valid" if self.valid else "INVALID"
+        verdict = "UNSIGNED" if self.unsigned else "valid" if self.valid else "INVALID"
         return f"{verdict} ({count} file{'s' if count != 1 else ''}, {self.records} records{span})"
 
     def to_dict(self) -> dict[str, Any]:
@@ -54,6 +59,7 @@ class ChainReport:
             "kind": "chain",
             "chain": self.name,
             "valid": self.valid,
+            "unsigned": self.unsigned,
             "files": [report.path for report in self.files],
             "records": self.records,
         }
@@ -66,6 +72,11 @@ class SetReport:
     chains: list[ChainReport] = field(default_factory=list)
     checkpoints: list[FileReport] = field(default_factory=list)
     unmatched: list[str] = field(default_factory=list)
+
+    @property
+    def unsigned(self) -> int:
+        """How many intact chains no checkpoint vouches for (keys given)."""
+        return sum(1 for chain in self.chains if chain.unsigned)
 
     @property
     def valid(self) -> bool:
@@ -92,6 +103,8 @@ class SetReport:
             text += f", {len(self.unmatched)} path(s) matching no file"
         if not self.chains:
             return f"INVALID: no audit log files ({text})"
+        if self.valid and self.unsigned:
+            return f"valid but UNSIGNED ({text}; {self.unsigned} unsigned)"
         if self.valid:
             return f"valid ({text})"
         return f"INVALID ({text}; {invalid} invalid)"
@@ -100,6 +113,7 @@ class SetReport:
         return {
             "kind": "set",
             "valid": self.valid,
+            "unsigned": self.unsigned,
             "chains": len(self.chains),
             "files": sum(len(chain.files) for chain in self.chains),
             "unmatched": list(self.unmatched),
@@ -164,6 +178,11 @@ def _head(path: str) -> _Head:
         link is not None and link.prev is None and action == AuditAction.LOG_START,
         action == AuditAction.CHECKPOINT,
     )
+
+
+def is_checkpoint_copy(path: str) -> bool:
+    """Whether the file holds only checkpoint copies (`audit.checkpoints_path`), not a chain."""
+    return _head(path).checkpoints_only
 
 
 def group_chains(files: Sequence[str]) -> tuple[list[tuple[str, list[str]]], list[str]]:

@@ -351,8 +351,8 @@ class AuditLog:
                 os.close(fd)
                 raise AuditWriteError(
                     f"audit log {self.path} is already being written by another process "
-                    f"(pid {holder}, lock {lock_path}); give each process its own file, "
-                    "e.g. with {instance} in audit.path"
+                    f"(pid {holder}, lock {lock_path}); give each process its own file: its own "
+                    "instance_id, with {instance} in audit.path"
                 ) from None
             except OSError:
                 os.close(fd)

@@ -1,10 +1,15 @@
 """`audit tail`: the last records of a log and, when following, each new one as it is written,
-across rotations (the path is reopened when it names a new file) and truncation. Polls the file;
-holds at most one partial line and the requested backlog in memory.
+across rotations (the path is reopened when it names a new file) and truncation. Given a folder
+or a glob, the newest chain file (by modification time, checkpoint copies left out), and when
+following, the next one as it starts: a file that appears after following began (a new chain,
+a restart under another instance id) takes over from the one followed. Polls; holds at most
+one partial line and the requested backlog in memory.
 """
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import time
 from collections import deque
@@ -14,6 +19,7 @@ from typing import Any
 import orjson
 
 from gateway.audit.chain import MAX_LINE_BYTES
+from gateway.audit.chains import expand_paths, is_checkpoint_copy
 from gateway.audit.fields import (
     action_of,
     client_of,
@@ -43,6 +49,12 @@ def record_filter(*, client: str | None = None, disposition: str | None = None) 
     return matches
 
 
+def names_a_set(path: str) -> bool:
+    """Whether `path` is a folder or a glob (the newest of the files it names is followed)
+    rather than one file."""
+    return os.path.isdir(path) or (glob.has_magic(path) and not os.path.lexists(path))
+
+
 def tail_records(
     path: str,
     *,
@@ -53,12 +65,28 @@ def tail_records(
     stop: Callable[[], bool] = lambda: False,
 ) -> Iterator[dict[str, Any]]:
     """The last `backlog` matching records, then (following) each new matching record until
-    `stop()` is true. Raises FileNotFoundError when not following and the file is missing."""
-    reader = _FollowedFile(path)
+    `stop()` is true. `path` is a file, or a folder or glob (its newest chain file, and when
+    following the next one as it appears). Raises FileNotFoundError when not following and
+    there is no file."""
+    newest = _NewestLog(path) if names_a_set(path) else None
+    if newest is None:
+        reader = _FollowedFile(path)
+    else:
+        first = newest.pick()
+        if first is None and not follow:
+            raise FileNotFoundError(path)
+        while first is None:
+            if stop():
+                return
+            time.sleep(poll_interval)
+            first = newest.pick()
+        reader = _FollowedFile(first)
     if not follow:
         reader.open_now()
     elif not reader.wait_open(poll_interval, stop):
         return
+    if newest is not None:
+        newest.followed(reader)
     recent: deque[dict[str, Any]] = deque(maxlen=max(0, backlog))
     for record in reader.read_available():
         if matches(record):
@@ -78,14 +106,65 @@ def tail_records(
             if got_any:
                 continue
             drained = reader.reopen_if_replaced()
+            if drained is None and newest is not None:
+                arrival = newest.arrival()
+                if arrival is not None:  # a new chain started: finish the old file, move on
+                    drained = list(reader.read_available())
+                    reader.close()
+                    reader = _FollowedFile(arrival)
+                    with contextlib.suppress(FileNotFoundError):  # gone: tried again next
+                        reader.open_now()
             if drained is None:
                 time.sleep(poll_interval)
                 continue
+            if newest is not None and reader.handle is not None:
+                newest.followed(reader)
             for record in drained:
                 if matches(record):
                     yield record
     finally:
         reader.close()
+
+
+class _NewestLog:
+    """The files a folder or glob names, for following its newest chain: every file seen is
+    remembered (by device and inode, so a rotated file keeps its identity under its new name),
+    and only a file never seen before counts as a new chain."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self.seen: set[tuple[int, int]] = set()
+
+    def _files(self) -> list[tuple[float, str, tuple[int, int]]]:
+        found = []
+        for name in expand_paths([self.pattern])[0]:
+            try:
+                stat = os.stat(name)
+            except OSError:
+                continue
+            if os.path.isfile(name):
+                found.append((stat.st_mtime, name, (stat.st_dev, stat.st_ino)))
+        return found
+
+    def pick(self) -> str | None:
+        """The newest log file now (None: none yet); every file present counts as seen."""
+        files = self._files()
+        self.seen.update(identity for _, _, identity in files)
+        logs = [(mtime, name) for mtime, name, _ in files if not is_checkpoint_copy(name)]
+        return max(logs)[1] if logs else None
+
+    def arrival(self) -> str | None:
+        """The newest file that appeared since the last look (None: none did)."""
+        fresh = [(m, n, i) for m, n, i in self._files() if i not in self.seen]
+        if not fresh:
+            return None
+        self.seen.update(identity for _, _, identity in fresh)
+        logs = [(mtime, name) for mtime, name, _ in fresh if not is_checkpoint_copy(name)]
+        return max(logs)[1] if logs else None
+
+    def followed(self, reader: _FollowedFile) -> None:
+        if reader.identity is not None:
+            self.seen.add(reader.identity)
 
 
 class _FollowedFile:

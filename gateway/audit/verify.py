@@ -45,9 +45,18 @@ class FileReport:
     checkpoints: int = 0  # checkpoints found in this file (verified when keys were given)
     warnings: tuple[str, ...] = ()
     kind: str = "log"  # "log" or "checkpoints"
+    # Keys were given, the chain is intact, but it holds no checkpoint at all: no key vouches
+    # for it (written before signing was turned on). Not INVALID, and not valid either.
+    unsigned: bool = False
 
     def describe(self) -> str:
-        """`valid` or `INVALID: reason (line N)`, as `gateway audit verify` prints it."""
+        """`valid`, `UNSIGNED: …` or `INVALID: reason (line N)`, as `gateway audit verify`
+        prints it."""
+        if self.valid and self.unsigned:
+            return (
+                "UNSIGNED: the chain is intact but holds no checkpoint, so no key vouches for "
+                "it (written before signing was turned on, or rewritten whole)"
+            )
         if self.valid:
             return "valid"
         where = f" (line {self.line})" if self.line is not None else ""
@@ -65,6 +74,7 @@ class FileReport:
             "last_seq": self.last_seq,
             "checkpoints": self.checkpoints,
             "warnings": list(self.warnings),
+            "unsigned": self.unsigned,
         }
 
 
@@ -111,6 +121,7 @@ class _FileState:
     last_line: int = 0
     checkpoints: int = 0
     warnings: list[str] = field(default_factory=list)
+    unsigned: bool = False
 
     def fail(self, line: int | None, reason: str) -> None:
         if self.reason is None:
@@ -132,6 +143,7 @@ class _FileState:
             checkpoints=self.checkpoints,
             warnings=tuple(self.warnings),
             kind=self.kind,
+            unsigned=self.unsigned,
         )
 
 
@@ -489,6 +501,9 @@ class _ChainWalker:
         if any(state.failed for state in self.states):
             return
         if self.keys:
+            if self.anchored_seq is None and self._never_signed():
+                last.unsigned = True
+                return
             if self.anchored_seq is None:
                 last.fail(
                     None,
@@ -512,6 +527,14 @@ class _ChainWalker:
             last.warnings.append(
                 "no signed checkpoints: records removed from the end of the log cannot be detected"
             )
+
+
+    def _never_signed(self) -> bool:
+        """No checkpoint of this chain anywhere: in its files or in a checkpoints file (one
+        that exists but fails to verify is INVALID, not unsigned)."""
+        return self.checkpoints_seen == 0 and not any(
+            origin == self.origin for origin, _ in self.external
+        )
 
 
 def _where(origin_state: _FileState, state: _FileState, n: int) -> str:

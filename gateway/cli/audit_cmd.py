@@ -21,6 +21,8 @@ from gateway.provenance.dsse import DSSEError, load_public_key
 
 EXIT_INVALID = 1
 EXIT_USAGE = 2
+# With --key: every chain intact, but some hold no checkpoint (written before signing was on).
+EXIT_UNSIGNED = 3
 
 
 def register(subparsers: Any) -> None:
@@ -39,7 +41,9 @@ def register(subparsers: Any) -> None:
         description="PATH: files, folders (every *.jsonl in them) or globs. Files are grouped "
         "by chain (each process writes its own) and each chain's files put in order, so the "
         "order given does not matter. Each file is reported `valid` or `INVALID: reason (line "
-        "N)`, then each chain, then the set; exit 1 if anything is invalid.",
+        "N)`, then each chain, then the set; exit 1 if anything is invalid. With --key, a chain "
+        "that is intact but holds no checkpoint (written before signing was turned on) is "
+        "UNSIGNED, not INVALID: exit 3 when that is the only finding.",
     )
     verify.add_argument(
         "paths", nargs="+", metavar="PATH", help="audit log files, folders or globs"
@@ -75,8 +79,16 @@ def register(subparsers: Any) -> None:
     summary.add_argument("--json", action="store_true", help="print one JSON object")
     summary.set_defaults(run=_run_summary)
 
-    tail = actions.add_parser("tail", help="the last records, and new ones with -f")
-    tail.add_argument("file", metavar="FILE", help="the audit log file")
+    tail = actions.add_parser(
+        "tail",
+        help="the last records, and new ones with -f",
+        description="PATH: an audit log file, or a folder or glob: its newest chain file, and "
+        "with -f the next one as it starts (a new chain file appearing takes over). Rotation "
+        "is followed either way.",
+    )
+    tail.add_argument(
+        "file", metavar="PATH", help="an audit log file, or a folder or glob of them"
+    )
     tail.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
     tail.add_argument("-n", "--lines", type=int, default=10, help="records shown first (10)")
     tail.add_argument("--client", metavar="ID", help="only this client's records")
@@ -102,7 +114,9 @@ def _run_verify(args: argparse.Namespace) -> int:
     for report in result.checkpoints:
         _print_file(report, json_lines=args.json)
     _emit(result.to_dict(), f"set: {result.describe()}", args.json)
-    return 0 if result.valid else EXIT_INVALID
+    if not result.valid:
+        return EXIT_INVALID
+    return EXIT_UNSIGNED if result.unsigned else 0
 
 
 def _emit(value: dict[str, Any], text: str, json_lines: bool) -> None:

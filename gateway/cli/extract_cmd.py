@@ -5,13 +5,16 @@ input) goes through the same extractor WebFetch uses, without fetching, policy o
 The type is `--content-type`, else guessed from the file name, else HTML when the bytes look
 like it, else plain text. Without `--json` the text of each file is printed (after a
 `==> FILE <==` line when there are several); with `--json`, one JSON object per file and
-line: `file`, `title`, `description`, `text`. Exit 1 when a file cannot be read or extracted
-(the others are still printed).
+line: `file`, `title`, `description`, `text`. A file that is not text (its type is not one
+WebFetch extracts, such as image/png or application/pdf, or its bytes are binary: NUL bytes or
+mostly control characters) is refused, never dumped. Exit 1 when a file cannot be read, is
+not text or cannot be extracted (the others are still printed).
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import mimetypes
 import sys
 import zlib
@@ -24,6 +27,16 @@ from gateway.extract import Document, ExtractError, extract
 from gateway.extract.charset import looks_like_html
 
 MAX_PAGE_BYTES = 32 << 20
+# The media types WebFetch turns into text (the default `limits.content_types`); anything else
+# has no text to extract, whatever its bytes.
+TEXT_TYPES = ("text/*", "application/json", "application/*+json", "application/xml",
+              "application/*+xml", "application/xhtml+xml")  # fmt: skip
+SNIFF_BYTES = 8192
+# Past this share of control bytes (other than tab, newline, carriage return, form feed and
+# escape) in the first SNIFF_BYTES, a file is binary, whatever its name says.
+MAX_CONTROL_SHARE = 0.1
+_TEXT_CONTROLS = frozenset(b"\t\n\r\f\x1b")
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 def register(subparsers: Any) -> None:
@@ -57,6 +70,9 @@ def run_extract(args: argparse.Namespace) -> int:
         try:
             body = _read(name)
             content_type = args.content_type or guess_content_type(name, body)
+            problem = not_text(body, content_type)
+            if problem is not None:
+                raise ExtractError(f"not text ({problem}); nothing to extract")
             document = extract_page(body, content_type, args.mode)
         except ReadError as exc:
             print(f"gateway extract: {exc}", file=sys.stderr)
@@ -79,6 +95,22 @@ def run_extract(args: argparse.Namespace) -> int:
             sys.stdout.write(("\n" if number else "") + f"==> {name} <==\n")
         sys.stdout.write(document.text + ("\n" if document.text else ""))
     return status
+
+
+def not_text(body: bytes, content_type: str) -> str | None:
+    """Why `body` has no text to extract (its media type, or binary bytes), or None."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    if not any(fnmatch.fnmatchcase(media, pattern) for pattern in TEXT_TYPES):
+        return f"the content type is {media[:80] or 'empty'}"
+    head = body[:SNIFF_BYTES]
+    if head.startswith(_UTF16_BOMS):
+        return None  # UTF-16 text is full of NUL bytes
+    if b"\0" in head:
+        return "it holds NUL bytes"
+    controls = sum(1 for byte in head if byte < 0x20 and byte not in _TEXT_CONTROLS)
+    if head and controls / len(head) > MAX_CONTROL_SHARE:
+        return f"{controls} of its first {len(head)} bytes are control characters"
+    return None
 
 
 def guess_content_type(name: str, body: bytes) -> str:

@@ -1,8 +1,9 @@
 """`gateway fetch URL`: one WebFetch through the full path (policy, pinning, audit), no server.
 
 The result JSON goes to standard output; the audit records to the configured audit file, which
-standard error names (without a configuration: ./audit/gateway-HOST-PID.jsonl, a chain per
-run, which `gateway audit verify audit/` checks as a set).
+standard error names. Every run appends to one chain of its own, the instance id with `-cli`
+added (without a configuration: ./audit/gateway-HOST-cli.jsonl), so it never takes the lock of
+a server's chain and `gateway audit verify audit/` sees one CLI chain, not one per run.
 """
 
 from __future__ import annotations
@@ -56,16 +57,17 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from gateway.config import GatewayConfig
-    from gateway.configload import ConfigError, apply_overrides, load_config_file
-    from gateway.runtime import PolicyValidationError
+    from gateway.configload import ConfigError, apply_overrides, builtin_config, load_config_file
+    from gateway.runtime import PolicyValidationError, default_instance_id
 
     try:
-        config = load_config_file(args.config) if args.config else GatewayConfig()
+        config = load_config_file(args.config) if args.config else builtin_config()
         config = apply_overrides(config, policy=args.policy)
     except (ConfigError, PolicyValidationError) as exc:
         print(f"gateway fetch: {exc}", file=sys.stderr)
         return 2
+    instance = cli_instance_id(config.instance_id or default_instance_id())
+    config = replace(config, instance_id=instance)
     if config.audit.path == "-":
         config = replace(config, audit=replace(config.audit, path="/dev/stderr"))
     body: dict[str, Any] = {"url": args.url}
@@ -82,6 +84,12 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     _print_json(result)
     return 0
+
+
+def cli_instance_id(instance_id: str) -> str:
+    """The chain `gateway fetch` appends to: the configured (or default) instance id with
+    `-cli`, so runs share one chain and never clash with a server's lock on its own."""
+    return f"{instance_id}-cli"
 
 
 def _print_json(value: Any) -> None:

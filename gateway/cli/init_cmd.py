@@ -18,8 +18,9 @@ POLICY_NAME = os.path.join("policies", "agent.yaml")
 CASES_NAME = os.path.join("policies", "agent.tests.yaml")
 
 CONFIG_TEMPLATE = """\
-# The gateway configuration written by `gateway init`. Every key and its default is described
-# in docs/design.md and examples/config/gateway.yaml; relative paths are relative to this file.
+# The gateway configuration written by `gateway init`. Every key, with its default and what it
+# does, is listed in examples/config/gateway.yaml of the gateway's source (its README links it);
+# the policy keys are in docs/policy-reference.md. Relative paths are relative to this file.
 #
 #   gateway config check {config}       # every problem as FILE:LINE:COL: code: message
 #   gateway serve --config {config}
@@ -75,6 +76,12 @@ networks:
 
 methods: [GET, HEAD]
 
+# Outbound data-loss prevention: report records every secret-shaped value (an API key, a
+# token, a canary) found in a URL, with reason sensitive_data, and lets it pass; enforce
+# refuses it. Turn it off only with dlp: {mode: off}.
+dlp:
+  mode: report
+
 tools:
   WebFetch: {enabled: true}
   WebSearch: {enabled: true, results: drop}
@@ -102,6 +109,10 @@ CASES_TEMPLATE = """\
 - url: http://169.254.169.254/latest/meta-data/
   expect: deny
   reason: ip_literal_not_allowed
+- url: https://docs.python.org/search.html?q=ghp_0123456789abcdefghijklmnopqrstuvwxyz
+  expect: deny             # dlp.mode report: recorded as a would-be denial, let through
+  reason: sensitive_data
+  rule: dlp.github_token
 - url: https://docs.python.org/3/
   addresses: ["10.0.0.5"]
   expect: deny
@@ -173,6 +184,10 @@ def run_init(args: argparse.Namespace) -> int:
         return 1
     for path in paths:
         print(f"wrote {path}")
+    print(
+        f"policy {policy_path}: outbound DLP in report mode (dlp.mode: report): secrets found "
+        "in URLs are recorded, not refused; set dlp.mode: enforce to refuse them"
+    )
     print(f"client {args.client}: token {token}")
     print("  (shown once; only its SHA-256 is in the configuration. Keep it secret.)")
     print("next:")

@@ -3,8 +3,12 @@
 Output formats (also in the README's policy reference):
 - check: one `FILE:LINE:COL: code: message` line per problem, a warning's code written
   `warning[code]`; `FILE: ok (name NAME, sha256 HEX)` for a usable file. Exit 1 on any error.
-- explain: per URL `URL: VERDICT (REASON, rule RULE)` and indented details, or with --json
-  one object per line. Never resolves names unless --resolve. Exit 0; 2 for a broken policy.
+- explain: per URL `URL: VERDICT (REASON, rule RULE)` and indented details (a refusal's
+  message and how to allow it), or with --json one object per line. Never resolves names
+  unless --resolve. With --config (default $GATEWAY_CONFIG) it judges as that gateway would:
+  its resolver.hosts and resolver.system_hosts answer names, its listening addresses are its
+  own, its proxy.connect_ports apply, and --client ID takes that client's policy (FILE is then
+  the first URL). Exit 0; 2 for a broken policy or configuration.
 - test: each failing case as `CASES:LINE: URL: expected V/R/RULE, got V/R/RULE`, then
   `N passed, M failed`. Exit 1 on a failure; 2 for a broken policy or cases file.
 """
@@ -16,19 +20,24 @@ import asyncio
 import ipaddress
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.config import ProxyConfig
+from gateway.cli.config_cmd import add_config_flag
+from gateway.config import GatewayConfig, ProxyConfig
 from gateway.tools.explain import (
     REASONS,
     IPAddress,
+    OwnAddresses,
     Policy,
     PolicyValidationError,
     Verdict,
+    answer_table,
     explain,
     judge,
+    listening_addresses,
+    load_default_policy,
     load_policy_file,
 )
 from gateway.yamlstrict.issues import Issue, SourceError
@@ -62,7 +71,7 @@ def register(subparsers: Any) -> None:
 
     explain = sub.add_parser("explain", help="say which rule decides each URL, and why")
     explain.add_argument("file", metavar="FILE", help="the policy file")
-    explain.add_argument("urls", nargs="+", metavar="URL", help="URLs to judge")
+    explain.add_argument("urls", nargs="*", metavar="URL", help="URLs to judge")
     explain.add_argument("--json", action="store_true", help="one JSON object per line")
     explain.add_argument(
         "--tool", choices=TOOLS, help="the tool asking (default WebFetch; none with --method)"
@@ -75,15 +84,23 @@ def register(subparsers: Any) -> None:
     explain.add_argument(
         "--connect-ports",
         type=_port_list,
-        default=ProxyConfig().connect_ports,
+        default=None,
         metavar="PORT,...",
         help="the gateway configuration's proxy.connect_ports for --method CONNECT"
-        " (default: 443)",
+        " (default: the --config file's, else 443)",
     )
     explain.add_argument(
         "--resolve",
         action="store_true",
-        help="resolve allowed names (real DNS) and check every address",
+        help="resolve allowed names (resolver.hosts and resolver.system_hosts of --config, "
+        "then DNS) and check every address",
+    )
+    add_config_flag(explain)
+    explain.add_argument(
+        "--client",
+        metavar="ID",
+        help="with --config: judge under this client's policy, as the gateway does for its "
+        "token (FILE is then the first URL)",
     )
     explain.set_defaults(run=run_explain)
 
@@ -130,23 +147,102 @@ def _load(path: str) -> Policy | None:
 # --- explain -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Setting:
+    """What the gateway would judge with: the policy, its resolver's static answers, its own
+    listening addresses and `proxy.connect_ports`."""
+
+    policy: Policy
+    urls: tuple[str, ...]
+    static_hosts: Mapping[str, Sequence[IPAddress]] | None = None
+    own_addresses: OwnAddresses = ()
+    connect_ports: tuple[int, ...] = ProxyConfig().connect_ports
+
+
 def run_explain(args: argparse.Namespace) -> int:
-    policy = _load(args.file)
-    if policy is None:
+    setting = _explain_setting(args)
+    if setting is None:
         return 2
-    asyncio.run(_explain_all(policy, args))
+    asyncio.run(_explain_all(setting, args))
     return 0
 
 
-async def _explain_all(policy: Policy, args: argparse.Namespace) -> None:
-    for url in args.urls:
+def _explain_setting(args: argparse.Namespace) -> _Setting | None:
+    if not args.urls and args.client is None:
+        print("gateway policy explain: give FILE and at least one URL", file=sys.stderr)
+        return None
+    if args.config is None:
+        if args.client is not None:
+            print(
+                "gateway policy explain: --client needs --config (or $GATEWAY_CONFIG)",
+                file=sys.stderr,
+            )
+            return None
+        policy = _load(args.file)
+        if policy is None:
+            return None
+        ports = args.connect_ports or ProxyConfig().connect_ports
+        return _Setting(policy, tuple(args.urls), connect_ports=ports)
+    # Loaded only here: without a configuration, explain stays free of aiohttp.
+    from gateway.configload import ConfigError, load_config_file
+
+    try:
+        config = load_config_file(args.config)
+    except ConfigError as exc:
+        _print_issues(exc.issues, file=sys.stderr)
+        return None
+    urls = (args.file, *args.urls) if args.client is not None else tuple(args.urls)
+    if args.client is None:
+        policy = _load(args.file)
+    else:
+        client = next((c for c in config.clients if c.id == args.client), None)
+        if client is None:
+            known = ", ".join(c.id for c in config.clients) or "none"
+            print(
+                f"gateway policy explain: no client {args.client[:64]!r} in {args.config} "
+                f"(clients: {known})",
+                file=sys.stderr,
+            )
+            return None
+        path = client.policy or config.policy
+        policy = _load(path) if path is not None else load_default_policy()
+    if policy is None:
+        return None
+    return _Setting(
+        policy,
+        urls,
+        static_hosts=answer_table(
+            config.resolver.hosts, system_hosts=config.resolver.system_hosts
+        ),
+        own_addresses=_own_addresses(config),
+        connect_ports=args.connect_ports or config.proxy.connect_ports,
+    )
+
+
+def _own_addresses(config: GatewayConfig) -> OwnAddresses:
+    """The (network, port) pairs the gateway configured by `config` listens on, as it counts
+    them once listening (a name such as localhost: its loopback addresses)."""
+    ports = [config.listen.port]
+    if config.listen.proxy_port is not None:
+        ports.append(config.listen.proxy_port)
+    try:
+        hosts = [str(ipaddress.ip_address(config.listen.host.strip("[]")))]
+    except ValueError:
+        hosts = ["127.0.0.1", "::1"]
+    return listening_addresses([(host, port) for host in hosts for port in ports])
+
+
+async def _explain_all(setting: _Setting, args: argparse.Namespace) -> None:
+    for url in setting.urls:
         verdict = await explain(
-            policy,
+            setting.policy,
             url,
             tool=args.tool,
             method=args.method,
             resolve=args.resolve,
-            connect_ports=args.connect_ports,
+            static_hosts=setting.static_hosts,
+            own_addresses=setting.own_addresses,
+            connect_ports=setting.connect_ports,
         )
         if args.json:
             print(json.dumps(_explain_record(url, verdict, resolved=args.resolve)))
@@ -161,7 +257,8 @@ def _explain_record(url: str, verdict: Verdict, *, resolved: bool) -> dict[str, 
         "reason": verdict.reason,
         "rule": verdict.rule,
         "enforced": verdict.enforced,
-        "message": verdict.decision.message,
+        "message": verdict.message,
+        "hint": verdict.hint,
         "detail": verdict.decision.detail,
         "note": verdict.note,
     }
@@ -181,6 +278,8 @@ def _explain_text(url: str, verdict: Verdict) -> str:
         lines.append(f"  lookup failed: {verdict.lookup_error}")
     else:
         lines.append(f"  {decision.describe()}")
+    if verdict.hint:
+        lines.append(f"  {verdict.hint}")
     if verdict.addresses:
         lines.append(f"  addresses: {', '.join(str(ip) for ip in verdict.addresses)}")
     if verdict.note:

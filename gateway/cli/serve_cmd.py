@@ -48,9 +48,14 @@ def log_level(args: argparse.Namespace) -> int:
 
 def build_config(args: argparse.Namespace) -> GatewayConfig:
     """The config file (or the defaults) with the command-line flags applied on top."""
-    from gateway.configload import apply_overrides, check_bind_safety, load_config_file
+    from gateway.configload import (
+        apply_overrides,
+        builtin_config,
+        check_bind_safety,
+        load_config_file,
+    )
 
-    config = load_config_file(args.config) if args.config else GatewayConfig()
+    config = load_config_file(args.config) if args.config else builtin_config()
     config = apply_overrides(
         config,
         policy=getattr(args, "policy", None),

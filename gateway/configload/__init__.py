@@ -16,8 +16,11 @@ from __future__ import annotations
 from gateway.configload.check import CheckResult, check_config
 from gateway.configload.clients import client_entry, new_token
 from gateway.configload.load import (
+    AUDIT_PATH_ENV,
     MAX_CONFIG_BYTES,
     ConfigError,
+    builtin_config,
+    default_audit_path,
     load_config_bytes,
     load_config_file,
 )
@@ -37,6 +40,7 @@ from gateway.configload.serving import (
 from gateway.configload.values import is_valid_id
 
 __all__ = [
+    "AUDIT_PATH_ENV",
     "BASE_URL_KINDS",
     "CheckResult",
     "KEYED_KINDS",
@@ -45,9 +49,11 @@ __all__ = [
     "PROVIDER_KINDS",
     "ConfigError",
     "apply_overrides",
+    "builtin_config",
     "check_bind_safety",
     "check_config",
     "client_entry",
+    "default_audit_path",
     "is_loopback_host",
     "is_valid_id",
     "load_config_bytes",

@@ -12,11 +12,15 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from yaml.nodes import MappingNode
+
 from gateway.config import GatewayConfig
-from gateway.configload.load import ConfigError, load_config_file
-from gateway.configload.serving import check_bind_safety
+from gateway.configload.load import MAX_CONFIG_BYTES, ConfigError, load_config_file
+from gateway.configload.serving import check_bind_safety, default_instance_id
+from gateway.configload.values import INSTANCE_PLACEHOLDER, STDOUT_PATH
 from gateway.policy.load import PolicyValidationError, load_policy_file
-from gateway.yamlstrict.issues import Issue, Severity
+from gateway.yamlstrict.issues import Issue, Severity, SourceError
+from gateway.yamlstrict.source import compose, read_bounded
 
 
 @dataclass(slots=True)
@@ -49,9 +53,10 @@ def check_config(path: str, *, environ: Mapping[str, str] | None = None) -> Chec
     try:
         check_bind_safety(config)
     except ConfigError as exc:
-        result.issues.extend(_at_file(path, issue) for issue in exc.issues)
+        result.issues.extend(_at_key(path, ("listen", "host"), issue) for issue in exc.issues)
     result.issues.extend(missing_api_keys(config, path, os.environ if environ is None else environ))
     result.issues.extend(unusable_keys(config, path))
+    result.issues.extend(unwritable_audit(config, path))
     result.config = config
     policies = _named_policies(config)
     for policy_path in policies:
@@ -65,12 +70,67 @@ def check_config(path: str, *, environ: Mapping[str, str] | None = None) -> Chec
         result.summaries.append(f"{shown}: ok (name {policy.name}, sha256 {policy.sha256})")
     if not policies:
         result.summaries.append("policy: the embedded default (no policy file named)")
+    errors = sum(1 for issue in result.issues if issue.is_error)
+    if errors:  # never "ok" under an error: serve would not start with this file
+        result.summaries.append(
+            f"{path}: {errors} error{'s' if errors != 1 else ''}; `gateway serve` would refuse it"
+        )
+        return result
     clients = len(config.clients)
     result.summaries.append(
         f"{path}: ok ({clients} client{'s' if clients != 1 else ''}, "
         f"{len(policies)} polic{'ies' if len(policies) != 1 else 'y'})"
     )
     return result
+
+
+def unwritable_audit(config: GatewayConfig, path: str) -> list[Issue]:
+    """An audit folder (or checkpoints file) that `serve` could not open: a read-only or
+    unwritable folder, a file where a folder should be, a folder where the file should be.
+    Checked with the default instance id; a folder that does not exist yet is fine when the
+    nearest existing one can hold it (serve makes it)."""
+    instance = config.instance_id or default_instance_id()
+    issues = []
+    for key, target in (
+        ("path", config.audit.path),
+        ("checkpoints_path", config.audit.checkpoints_path),
+    ):
+        if target is None or target == STDOUT_PATH:
+            continue
+        problem = _write_problem(target.replace(INSTANCE_PLACEHOLDER, instance))
+        if problem is None:
+            continue
+        line, col = _key_position(path, ("audit", key))
+        written = "" if (line, col) != (1, 1) else " (its default)"
+        issues.append(
+            Issue(
+                path,
+                line,
+                col,
+                "unwritable_audit",
+                f"audit.{key}{written}: {problem}; `gateway serve` could not open its audit "
+                "log there. Point audit.path at a writable folder (in a container, a volume)",
+            )
+        )
+    return issues
+
+
+def _write_problem(file_path: str) -> str | None:
+    """Why a process could not create or append to `file_path`, or None."""
+    if os.path.isdir(file_path):
+        return f"{file_path} is a folder, not a file"
+    if os.path.lexists(file_path):
+        if not os.path.isfile(file_path):
+            return f"{file_path} is not a regular file"
+        return None if os.access(file_path, os.W_OK) else f"{file_path} is not writable"
+    folder = os.path.dirname(os.path.abspath(file_path))
+    while not os.path.lexists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        return f"{folder} is a file where a folder should be"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable (read-only file system or permissions)"
+    return None
 
 
 def missing_api_keys(config: GatewayConfig, path: str, environ: Mapping[str, str]) -> list[Issue]:
@@ -131,10 +191,29 @@ def display_path(path: str) -> str:
     return path if relative.startswith("..") else relative
 
 
-def _at_file(path: str, issue: Issue) -> Issue:
-    """A check across the whole file (the bind rule) reported at the file's `listen` key."""
-    line, col = _position_of(_read_text(path), "listen:")
+def _at_key(path: str, keys: tuple[str, ...], issue: Issue) -> Issue:
+    """A check across the whole file (the bind rule) reported at the key that decides it."""
+    line, col = _key_position(path, keys)
     return Issue(path, line, col, issue.code, issue.message, issue.severity)
+
+
+def _key_position(path: str, keys: tuple[str, ...]) -> tuple[int, int]:
+    """The 1-based line and column of the deepest of `keys` (a path of mapping keys, e.g.
+    listen, host) the file writes; 1:1 when it writes none of them (a default decides)."""
+    try:
+        document = compose(read_bounded(path, max_bytes=MAX_CONFIG_BYTES), source=path)
+    except SourceError:
+        return 1, 1
+    node, found = document.root, (1, 1)
+    for key in keys:
+        if not isinstance(node, MappingNode):
+            break
+        match = next((pair for pair in node.value if pair[0].value == key), None)
+        if match is None:
+            break
+        found = (match[0].start_mark.line + 1, match[0].start_mark.column + 1)
+        node = match[1]
+    return found
 
 
 def _read_text(path: str) -> str:

@@ -42,9 +42,14 @@ def new_token() -> tuple[str, str]:
     return token, hashlib.sha256(token.encode()).hexdigest()
 
 
-def client_entry(client_id: str, token_sha256: str, policy: str | None = None) -> str:
-    """The client's line for the `clients` list of a configuration file."""
+def client_entry(
+    client_id: str, token_sha256: str, policy: str | None = None, role: str | None = None
+) -> str:
+    """The client's line for the `clients` list of a configuration file (`role` written
+    only when it is not the default)."""
     extra = f", policy: {policy}" if policy else ""
+    if role is not None and role != CLIENT_ROLES[0]:
+        extra += f", role: {role}"
     return f'- {{id: {client_id}, token_sha256: "{token_sha256}"{extra}}}'
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from yaml.nodes import Node
@@ -36,6 +36,22 @@ from gateway.yamlstrict.source import compose, read_bounded
 from gateway.yamlstrict.walk import Section, Walker
 
 MAX_CONFIG_BYTES = 1 << 20
+# The default of `audit.path` where the file sets none: a container image names its volume
+# here, so that a configuration mounted read-only never has its audit log beside it.
+AUDIT_PATH_ENV = "GATEWAY_AUDIT_PATH"
+
+
+def default_audit_path(environ: Mapping[str, str] | None = None) -> str:
+    """`audit.path` when the configuration (or its absence) sets none: $GATEWAY_AUDIT_PATH
+    when set (a relative one is relative to the configuration's folder), else the built-in
+    `audit/gateway-{instance}.jsonl`."""
+    return (os.environ if environ is None else environ).get(AUDIT_PATH_ENV) or AUDIT.path
+
+
+def builtin_config(environ: Mapping[str, str] | None = None) -> GatewayConfig:
+    """The configuration without a file: the defaults, with `default_audit_path` (relative to
+    the working directory, as the built-in default always was)."""
+    return GatewayConfig(audit=AuditConfig(path=default_audit_path(environ)))
 
 
 class ConfigError(Exception):
@@ -83,7 +99,7 @@ def load_config_bytes(
         raise ConfigError([i for i in walker.issues if i.is_error])
     if warnings is not None:
         warnings.extend(sort_issues([i for i in walker.issues if not i.is_error]))
-    return _build(top, source=source, base_dir=walker.base_dir)
+    return _build(top, source=source, base_dir=walker.base_dir, audit_path=default_audit_path())
 
 
 def _first_node(section: Section, *keys: str) -> Node | None:
@@ -145,10 +161,10 @@ def _values(section: Section, cls: Callable[..., Any]) -> Any:
     return cls(**section.values)
 
 
-def _build(top: Section, *, source: str, base_dir: str) -> GatewayConfig:
+def _build(top: Section, *, source: str, base_dir: str, audit_path: str) -> GatewayConfig:
     audit: dict[str, Any] = dict(top["audit"].values)
     if audit["path"] is None:
-        audit["path"] = os.path.normpath(os.path.join(base_dir, AUDIT.path))
+        audit["path"] = os.path.normpath(os.path.join(base_dir, audit_path))
     return GatewayConfig(
         listen=_values(top["listen"], ListenConfig),
         instance_id=top["instance_id"],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
+import socket
 
 from gateway.config import GatewayConfig
 from gateway.configload.load import ConfigError
@@ -66,6 +67,17 @@ def apply_overrides(
     if issues:
         raise ConfigError(issues)
     return dataclasses.replace(config, listen=listen, policy=resolved_policy)
+
+
+def default_instance_id() -> str:
+    """`instance_id` when the configuration sets none: the host name (each worker adds its
+    slot, `-w0`, `-w1`…). Stable across restarts, so a restarted gateway appends to its own
+    chain file instead of starting one under a new name; two gateways sharing an audit folder
+    on one host need an instance_id each (the chain's lock refuses the second)."""
+    name = "".join(
+        c if c.isascii() and (c.isalnum() or c in "._-") else "-" for c in socket.gethostname()
+    )
+    return name[:48] or "gateway"
 
 
 def check_bind_safety(config: GatewayConfig) -> None:

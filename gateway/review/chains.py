@@ -25,7 +25,12 @@ class ChainState:
 
     @property
     def valid(self) -> bool:
-        return all(report.valid for report in self.reports)
+        return all(report.valid and not report.unsigned for report in self.reports)
+
+    @property
+    def unsigned(self) -> bool:
+        """Intact, but keys were given and no checkpoint vouches for it (from before signing)."""
+        return all(r.valid for r in self.reports) and any(r.unsigned for r in self.reports)
 
     @property
     def checkpoints(self) -> int:

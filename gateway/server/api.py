@@ -61,7 +61,8 @@ async def explain(request: web.Request) -> web.Response:
         "reason": verdict.reason,
         "rule": verdict.rule,
         "enforced": verdict.enforced,
-        "message": decision.message,
+        "message": verdict.message,
+        "hint": verdict.hint,
         "policy": ctx.policy.identity,
     }
     if verdict.lookup_error is not None:

@@ -10,12 +10,16 @@ import contextlib
 import re
 import time
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 import yarl
 
 from gateway.errors import GatewayError, InvalidRequestError, PolicyDeniedError, ToolDisabledError
 from gateway.policy.engine import Decision, Reason
+from gateway.policy.hints import refusal_text
+from gateway.policy.model import IPNetwork
+from gateway.policy.urls import Target
 from gateway.provenance.markers import source_attribute
 
 MAX_URL_CHARS = 2048
@@ -69,17 +73,24 @@ def display_url(url: str | yarl.URL) -> str:
     return source_attribute(text)[:MAX_URL_CHARS]
 
 
-def refusal(decision: Decision) -> GatewayError:
-    """The error an agent sees for a refused request URL (not a redirect hop)."""
+def refusal(
+    decision: Decision,
+    *,
+    target: Target | None = None,
+    own_addresses: Collection[tuple[IPNetwork, int]] = (),
+) -> GatewayError:
+    """The error an agent sees for a refused request URL (not a redirect hop); `target` and
+    `own_addresses` let its hint say when no policy change could allow it."""
     if decision.reason is Reason.INVALID_URL:
         return InvalidRequestError(
             f"invalid URL: {decision.detail or 'it does not parse'}",
             reason="invalid_url",
             rule="url",
         )
+    message = refusal_text(decision, target=target, own_addresses=own_addresses)
     if decision.reason is Reason.TOOL_DISABLED:
-        return ToolDisabledError(decision)
-    return PolicyDeniedError(decision)
+        return ToolDisabledError(decision, message)
+    return PolicyDeniedError(decision, message)
 
 
 def policy_summary(decision: Decision, mode: str) -> dict[str, Any]:

@@ -5,7 +5,9 @@ give the same verdict for the same URL, tool, method and addresses: steps 1-3 of
 for the URL, then step 4 for an IP literal, for the addresses a test case names, or (when
 asked to resolve) for the name's addresses from the gateway's own resolver. A name the
 URL's rules deny never reaches DNS; a name that does not resolve is denied as a fetch would
-be (`upstream_unreachable`, rule `resolve`). The adapters only render the `Verdict`.
+be (`upstream_unreachable`, rule `resolve`). A refusal carries the message an agent would be
+shown and its hint (how to allow it, or that nothing can). The adapters only render the
+`Verdict`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from gateway.policy.engine import (
     decide_url,
     explain_answer,
 )
-from gateway.policy.load import PolicyValidationError, load_policy_file
+from gateway.policy.hints import how_to_allow, refusal_text
+from gateway.policy.load import PolicyValidationError, load_default_policy, load_policy_file
 from gateway.policy.model import IPNetwork, Policy
 from gateway.policy.urls import Target
 from gateway.tools import forward
@@ -32,12 +35,16 @@ from gateway.tools import forward
 __all__ = [
     "REASONS",
     "IPAddress",
+    "OwnAddresses",
     "Policy",
     "PolicyValidationError",
     "Verdict",
+    "answer_table",
     "asking_tool",
     "explain",
     "judge",
+    "listening_addresses",
+    "load_default_policy",
     "load_policy_file",
 ]
 
@@ -53,6 +60,26 @@ class Verdict:
     addresses: tuple[IPAddress, ...] = ()
     lookup_error: str | None = None
     note: str | None = None  # e.g. why --method was not checked
+    target: Target | None = None
+    own_addresses: tuple[tuple[IPNetwork, int], ...] = ()
+
+    @property
+    def message(self) -> str | None:
+        """A refusal (or a would-be one, in report mode) as the agent would read it: the
+        decision, the rule's own message and the hint; None for an allow."""
+        if self.lookup_error:
+            return f"the name did not resolve, so a fetch would be refused: {self.lookup_error}"
+        if self.decision.reason is None:
+            return None
+        return refusal_text(self.decision, target=self.target, own_addresses=self.own_addresses)
+
+    @property
+    def hint(self) -> str | None:
+        """How to allow what was refused (`to allow it, …`), or `never allowed: …` when no
+        policy change can; None for an allow, a lookup failure or a URL that does not parse."""
+        if self.lookup_error or self.decision.reason is None:
+            return None
+        return how_to_allow(self.decision, target=self.target, own_addresses=self.own_addresses)
 
     @property
     def verdict(self) -> str:
@@ -101,14 +128,21 @@ def judge(
     decision, target, note = _decide_proxied(
         policy, url, tool=tool, method=method, connect_ports=connect_ports
     )
+    own = tuple(own_addresses)
     if not decision.allowed or target is None:
-        return Verdict(decision, note=note)
+        return Verdict(decision, note=note, target=target, own_addresses=own)
     if target.ip is not None:
         addresses = (target.ip,)
     if not addresses:
-        return Verdict(decision, note=note)
+        return Verdict(decision, note=note, target=target, own_addresses=own)
     answer = decide_answer(policy, target.port, addresses, own_addresses=own_addresses)
-    return Verdict(explain_answer(decision, answer), tuple(addresses), note=note)
+    return Verdict(
+        explain_answer(decision, answer),
+        tuple(addresses),
+        note=note,
+        target=target,
+        own_addresses=own,
+    )
 
 
 async def explain(
@@ -149,7 +183,7 @@ async def explain(
     try:
         addresses = await resolver.lookup(target.host)
     except (LookupFailedError, UnicodeError, ValueError) as exc:
-        return Verdict(decision, lookup_error=str(exc), note=note)
+        return Verdict(decision, lookup_error=str(exc), note=note, target=target)
     return judge(
         policy,
         url,
@@ -159,6 +193,24 @@ async def explain(
         own_addresses=own_addresses,
         connect_ports=connect_ports,
     )
+
+
+def answer_table(
+    hosts: Mapping[str, Sequence[str]], *, system_hosts: bool
+) -> Mapping[str, Sequence[IPAddress]]:
+    """The names a gateway answers itself (`resolver.hosts`, and /etc/hosts with
+    `resolver.system_hosts`), for `explain(static_hosts=…)` as the gateway would look them up."""
+    from gateway.fetch.resolver import hosts_table  # loads aiohttp: only when asked
+
+    return hosts_table(hosts, system_hosts=system_hosts)
+
+
+def listening_addresses(binds: Sequence[tuple[str, int]]) -> OwnAddresses:
+    """The own (network, port) pairs of a gateway listening on `binds` (IP literals; a
+    wildcard counts as every local address), as it counts them once listening."""
+    from gateway.fetch.resolver import own_listening_addresses
+
+    return own_listening_addresses(binds)
 
 
 def asking_tool(tool: str | None, method: str | None) -> str | None:

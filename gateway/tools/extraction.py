@@ -5,8 +5,11 @@ Extraction is CPU-bound Python: in a thread it holds the GIL, so the event loop 
 it runs and a second core stays idle. In worker processes the loop stays free, pages are
 extracted on every core at once, and a worker's memory is capped. Workers are spawned, never
 forked from a process with threads and an event loop, and import only this module's few
-dependencies. Sanitising runs in the worker too, right after extraction: what comes back is
-already what the agent may see, so no converter output reaches it around the sanitiser.
+dependencies. A worker exits as soon as the gateway that started it is gone, even after a
+`kill -9`: a watchdog thread waits on the parent's sentinel (a pipe that closes when the parent
+dies), polling `getppid()` where there is none. Sanitising runs in the worker too, right after
+extraction: what comes back is already what the agent may see, so no converter output reaches
+it around the sanitiser.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import hashlib
 import multiprocessing
 import os
 import resource
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing.connection import wait as wait_for_ready
 from typing import Any
 
 from gateway.extract import Document, extract
@@ -30,6 +35,7 @@ HARD_TIMEOUT_GRACE = 5.0
 MAX_HEADINGS = 64
 MAX_WORKERS = 4
 WORKER_MEMORY_BYTES = 2 << 30  # address space of one worker
+PARENT_POLL_SECONDS = 1.0  # without a parent sentinel: how often a worker checks its parent
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +104,8 @@ class ExtractionPool:
         return ProcessPoolExecutor(
             self.workers,
             mp_context=multiprocessing.get_context("spawn"),
-            initializer=_limit_worker,
+            initializer=_start_worker,
+            initargs=(os.getpid(),),
         )
 
     async def prepare(
@@ -135,6 +142,28 @@ class ExtractionPool:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _start_worker(parent_pid: int) -> None:
+    """A worker's set-up: its memory cap, and the watchdog that ends it with its parent."""
+    _limit_worker()
+    threading.Thread(
+        target=_exit_with_parent, args=(parent_pid,), name="parent-watchdog", daemon=True
+    ).start()
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Return only by ending the process, once the gateway that started it is gone: a
+    worker that outlives it holds memory and a core for nobody. Not PR_SET_PDEATHSIG: that
+    fires when the spawning *thread* ends, and pool workers are spawned by whichever thread
+    submits first."""
+    parent = multiprocessing.parent_process()
+    if parent is not None and parent.sentinel is not None:
+        wait_for_ready([parent.sentinel])
+    else:
+        while os.getppid() == parent_pid:
+            threading.Event().wait(PARENT_POLL_SECONDS)
+    os._exit(0)
 
 
 def _limit_worker() -> None:

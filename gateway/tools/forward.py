@@ -151,9 +151,15 @@ def too_large(policy: Policy, length: int | None = None) -> ResponseTooLargeErro
     )
 
 
-def refusal_message(decision: Decision) -> str:
-    """The one-line body of a refusal: the decision and how to allow it."""
-    return "refused by the gateway: " + refusal_text(decision)
+def refusal_message(
+    decision: Decision,
+    target: Target | None = None,
+    own_addresses: Collection[tuple[IPNetwork, int]] = (),
+) -> str:
+    """The one-line body of a refusal: the decision and how to allow it (or that nothing
+    can: the `target` a metadata or the gateway's own address)."""
+    text = refusal_text(decision, target=target, own_addresses=own_addresses)
+    return "refused by the gateway: " + text
 
 
 def still_allowed(
@@ -183,12 +189,19 @@ class Verdict:
     go on and, when not, what the refusal says. The policy's decision and the parsed target
     travel inside, for the records; the adapter never reads them."""
 
-    __slots__ = ("policy", "decision", "target")
+    __slots__ = ("policy", "decision", "target", "own_addresses")
 
-    def __init__(self, policy: Policy, decision: Decision, target: Target | None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        decision: Decision,
+        target: Target | None,
+        own_addresses: Collection[tuple[IPNetwork, int]] = (),
+    ) -> None:
         self.policy = policy
         self.decision = decision
         self.target = target
+        self.own_addresses = own_addresses  # for the refusal's hint only
 
     @property
     def allowed(self) -> bool:
@@ -209,7 +222,7 @@ class Verdict:
 
     @property
     def message(self) -> str:
-        return refusal_message(self.decision)
+        return refusal_message(self.decision, self.target, self.own_addresses)
 
     @property
     def host(self) -> str:
@@ -232,7 +245,7 @@ class Verdict:
 
     def refused(self, decision: Decision) -> Verdict:
         """The same request, refused by `decision` (an address check while dialling)."""
-        return Verdict(self.policy, decision, self.target)
+        return Verdict(self.policy, decision, self.target, self.own_addresses)
 
     def same_authority(self, host_header: str, request_target: str) -> bool:
         assert self.target is not None
@@ -251,7 +264,7 @@ class Verdict:
         decision = decide_tunnel_start_bytes(
             self.policy, self.host, not_tls=not_tls, server_name=server_name
         )
-        return Verdict(self.policy, decision, self.target)
+        return Verdict(self.policy, decision, self.target, self.own_addresses)
 
 
 class Refused(Exception):

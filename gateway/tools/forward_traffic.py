@@ -53,7 +53,7 @@ class ForwardTraffic:
         decision, target = decide_request(policy, call.url, call.method, headers)
         if target is not None and watches_provenance(policy):
             decision = await self._provenance(call, decision, target, call.url)
-        return Verdict(policy, decision, target)
+        return Verdict(policy, decision, target, self.fetcher.own_addresses)
 
     def body(self, verdict: Verdict, body: bytes) -> Verdict:
         """Its body's prefix, before a byte leaves; `verdict` itself when nothing changed."""
@@ -105,7 +105,7 @@ class ForwardTraffic:
         decision = decide_connect(policy, target, call.url, connect_ports)
         if watches_provenance(policy):
             decision = await self._provenance(call, decision, target, None)
-        return Verdict(policy, decision, target)
+        return Verdict(policy, decision, target, self.fetcher.own_addresses)
 
     async def open(
         self, verdict: Verdict, protocol_factory: Callable[[], asyncio.Protocol]

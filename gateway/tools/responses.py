@@ -391,13 +391,22 @@ X_SEARCH_RESPONSE = _object(
 )
 
 EXPLAIN_RESPONSE = _object(
-    ["url", "decision", "reason", "rule", "enforced", "message", "policy"],
+    ["url", "decision", "reason", "rule", "enforced", "message", "hint", "policy"],
     url=_STR,
     decision={"type": "string", "enum": ["allow", "deny"]},
     reason=_NULLABLE_STR,
     rule=_NULLABLE_STR,
     enforced=_BOOL,
-    message=_NULLABLE_STR,
+    message={
+        "type": ["string", "null"],
+        "description": "A refusal (or report mode's would-be refusal) as the agent is shown "
+        "it: the decision, the rule's own message and the hint; null for an allow.",
+    },
+    hint={
+        "type": ["string", "null"],
+        "description": "How to allow it ('to allow it, …'), or 'never allowed: …' when no "
+        "policy change can; null for an allow.",
+    },
     policy=_object(["name", "sha256"], name=_STR, sha256=_STR),
     addresses={
         "type": "array",

@@ -189,7 +189,7 @@ class WebFetchTool:
             seen = await self._sightings.only_from_content(ctx.client_label, target.host)
             decision = decide_untrusted_host(policy, decision, target, url, only_from_content=seen)
         if not decision.allowed or target is None:
-            error = refusal(decision)
+            error = refusal(decision, target=target, own_addresses=self._fetcher.own_addresses)
             self._audit.append(
                 tool_record(action, ctx, decision=decision, error=error, url={"original": url})
             )

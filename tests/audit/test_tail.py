@@ -3,6 +3,7 @@ rotates it, and terminal-safe formatting of attacker-controlled fields."""
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from pathlib import Path
@@ -98,6 +99,58 @@ def test_follow_filters_and_waits_for_the_file_to_appear(tmp_path: Path) -> None
         log.append(fetch_record(3))
         log.append(denial(4, "coder", "paste.example", "default", "domain_not_allowed"))
         assert follower.next_id() == "d4"
+        log.close()
+    finally:
+        follower.stop()
+
+
+def test_a_folder_or_glob_shows_the_newest_chain(tmp_path: Path) -> None:
+    old = open_log(tmp_path / "gateway-old.jsonl")
+    old.append(fetch_record(1))
+    old.close()
+    new = open_log(tmp_path / "gateway-new.jsonl")
+    new.append(fetch_record(2))
+    new.close()
+    os.utime(tmp_path / "gateway-old.jsonl", (1_000_000, 1_000_000))  # the older chain
+    for path in (str(tmp_path), str(tmp_path / "gateway-*.jsonl")):
+        assert [r["event"].get("id") for r in tail_records(path, backlog=1)] == ["ev-2"], path
+    with pytest.raises(FileNotFoundError):
+        list(tail_records(str(tmp_path / "nothing-*.jsonl")))
+
+
+def test_following_a_folder_moves_on_to_a_new_chain(tmp_path: Path) -> None:
+    first = open_log(tmp_path / "gateway-a.jsonl", rotate_bytes=1200)
+    first.append(fetch_record(0))
+    follower = Follower(str(tmp_path), backlog=1)
+    seen: list[str] = []
+    try:
+        assert follower.next_id() == "ev-0"
+        for i in range(1, 6):  # rotations of the followed chain are followed
+            first.append(fetch_record(i))
+            while f"ev-{i}" not in seen:
+                seen.append(follower.next_id())
+        first.close()
+        second = open_log(tmp_path / "gateway-b.jsonl")  # a new chain (another instance)
+        second.append(fetch_record(100))
+        while "ev-100" not in seen:
+            seen.append(follower.next_id())
+        second.append(fetch_record(101))
+        assert follower.next_id() == "ev-101"
+        second.close()
+    finally:
+        follower.stop()
+    events = [x for x in seen if x.startswith("ev-")]
+    assert events == [f"ev-{i}" for i in range(1, 6)] + ["ev-100"]  # none twice, none lost
+    assert "log_rotate" in seen and seen.index("log_start") > seen.index("ev-5")
+
+
+def test_following_an_empty_folder_waits_for_the_first_chain(tmp_path: Path) -> None:
+    follower = Follower(str(tmp_path))
+    try:
+        log = open_log(tmp_path / "gateway-x.jsonl")
+        log.append(fetch_record(7))
+        assert follower.next_id() == "log_start"
+        assert follower.next_id() == "ev-7"
         log.close()
     finally:
         follower.stop()

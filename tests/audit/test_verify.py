@@ -256,16 +256,28 @@ def test_without_a_key_checkpoints_are_only_checked_for_consistency(signed_log: 
     assert (report.valid, report.line) == (False, 11)
 
 
-def test_a_key_with_no_checkpoint_at_all_is_invalid(tmp_path: Path) -> None:
+def test_a_key_with_no_checkpoint_at_all_is_unsigned_not_invalid(tmp_path: Path) -> None:
+    """A chain written before signing was turned on: intact, but no key vouches for it."""
     log = open_log(tmp_path / "a.jsonl")
     log.append(fetch_record(1))
     log.close()
     _, public = new_signer()
     [report] = verify_files([str(tmp_path / "a.jsonl")], public_keys=[public])
-    assert not report.valid and "no checkpoint signed by the given keys" in (report.reason or "")
-    [unsigned] = verify_files([str(tmp_path / "a.jsonl")])
-    assert unsigned.valid
+    assert report.valid and report.unsigned and report.reason is None
+    assert report.describe().startswith("UNSIGNED: ") and "INVALID" not in report.describe()
+    [unsigned] = verify_files([str(tmp_path / "a.jsonl")])  # no key: valid, with a warning
+    assert unsigned.valid and not unsigned.unsigned
     assert any("no signed checkpoints" in w for w in unsigned.warnings)
+
+
+def test_checkpoints_signed_by_another_key_stay_invalid(tmp_path: Path) -> None:
+    signer, _ = new_signer()
+    log = open_log(tmp_path / "a.jsonl", signer=signer)
+    log.append(fetch_record(1))
+    log.close()
+    _, other = new_signer()
+    [report] = verify_files([str(tmp_path / "a.jsonl")], public_keys=[other])
+    assert not report.valid and not report.unsigned
 
 
 def test_a_torn_last_line_is_a_warning_not_tampering(signed_log: SignedLog) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import queue
 import subprocess
 import sys
@@ -243,3 +244,47 @@ def test_tail_follow_through_the_real_command(tmp_path: Path) -> None:
             reader.join(WAIT)
     assert len(list(tmp_path.glob("gw.0*.jsonl"))) >= 2
     assert lines.empty()  # the other client's records were filtered out
+
+
+def test_tail_of_a_folder_shows_its_newest_chain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    older = open_log(tmp_path / "gateway-a.jsonl", instance_id="a")
+    older.append(fetch_record(1))
+    older.close()
+    newer = open_log(tmp_path / "gateway-b.jsonl", instance_id="b")
+    newer.append(fetch_record(2))
+    newer.close()
+    os.utime(tmp_path / "gateway-a.jsonl", (1_000_000, 1_000_000))
+    assert run(["tail", str(tmp_path), "-n", "1"]) == 0
+    assert "/page/2" in capsys.readouterr().out
+    assert run(["tail", str(tmp_path / "*.jsonl"), "-n", "1"]) == 0
+    assert "/page/2" in capsys.readouterr().out
+    assert run(["tail", str(tmp_path / "none-*.jsonl")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_verify_calls_a_chain_from_before_signing_unsigned_exit_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Signing turned on later: the older chain is UNSIGNED (exit 3), not INVALID; the newer
+    one valid; the exit code tells a script that not everything is vouched for."""
+    before = open_log(tmp_path / "gateway-old.jsonl", instance_id="old")
+    before.append(fetch_record(1))
+    before.close()
+    signer, public = new_signer()
+    after = open_log(tmp_path / "gateway-new.jsonl", instance_id="new", signer=signer)
+    after.append(fetch_record(2))
+    after.close()
+    key = write_public_key(tmp_path / "signing.pub", public)
+    assert run(["verify", str(tmp_path), "--key", key]) == 3
+    out = capsys.readouterr().out
+    assert "INVALID" not in out
+    assert "chain old: UNSIGNED (1 file" in out and "chain new: valid" in out
+    assert "set: valid but UNSIGNED (2 chains, 2 files; 1 unsigned)" in out
+    assert run(["verify", str(tmp_path / "gateway-new.jsonl"), "--key", key]) == 0
+    capsys.readouterr()
+    assert run(["verify", "--json", str(tmp_path), "--key", key]) == 3
+    rows = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["unsigned"] for r in rows if r["kind"] == "chain"] == [False, True]
+    assert rows[-1] == {**rows[-1], "kind": "set", "valid": True, "unsigned": 1}

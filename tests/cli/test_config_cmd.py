@@ -61,7 +61,30 @@ def test_a_missing_provider_key_is_a_warning_at_its_line(tmp_path, capsys, monke
 def test_an_unsafe_bind_fails_the_check(tmp_path, capsys) -> None:
     config = write(tmp_path / "gateway.yaml", "# open to the network\nlisten: {host: 0.0.0.0}\n")
     assert main(["config", "check", config]) == 1
-    assert f"{config}:2:1: unsafe_bind: " in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{config}:2:10: unsafe_bind: " in out  # at listen.host, the key that decides
+    assert "ok (" not in out and f"{config}: 1 error; `gateway serve` would refuse it" in out
+    block = write(tmp_path / "block.yaml", "server: {}\nlisten:\n  port: 9000\n  host: '::'\n")
+    assert main(["config", "check", block]) == 1
+    assert f"{block}:4:3: unsafe_bind: " in capsys.readouterr().out
+
+
+def test_an_audit_folder_serve_could_not_open_fails_the_check(tmp_path, capsys) -> None:
+    (tmp_path / "blocker").write_text("a file, not a folder\n")
+    config = write(tmp_path / "gateway.yaml", "audit:\n  path: blocker/audit/gateway.jsonl\n")
+    assert main(["config", "check", config]) == 1
+    out = capsys.readouterr().out
+    assert f"{config}:2:3: unwritable_audit: audit.path: " in out
+    assert "blocker is a file where a folder should be" in out and "ok (" not in out
+    (tmp_path / "audit" / "gateway-x.jsonl").mkdir(parents=True)
+    folder = write(tmp_path / "folder.yaml", "instance_id: x\n")  # the default audit.path
+    assert main(["config", "check", folder]) == 1
+    out = capsys.readouterr().out
+    assert f"{folder}:1:1: unwritable_audit: audit.path (its default): " in out
+    assert "is a folder, not a file" in out
+    fine = write(tmp_path / "fine.yaml", "audit:\n  path: new/deeper/g-{instance}.jsonl\n")
+    assert main(["config", "check", fine]) == 0  # serve makes missing folders
+    assert not (tmp_path / "new").exists()  # and the check made none
 
 
 def test_the_file_comes_from_gateway_config(tmp_path, capsys, monkeypatch) -> None:

@@ -114,3 +114,34 @@ def test_a_gzip_bomb_stops_at_the_size_cap(tmp_path: Path, capsys) -> None:
 )
 def test_guess_content_type(name: str, body: bytes, expected: str) -> None:
     assert guess_content_type(name, body) == expected
+
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 800  # ~200 KB
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "args", "why"),
+    [
+        ("shot.png", PNG, (), "the content type is image/png"),
+        ("saved", PNG, (), "NUL bytes"),  # no telling name: the bytes say it
+        ("saved", PNG, ("--content-type", "text/plain"), "NUL bytes"),
+        ("blob", bytes(range(1, 32)) * 300, (), "control characters"),
+        ("doc.pdf", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n", (), "application/pdf"),
+    ],
+    ids=["png-by-name", "png-by-bytes", "png-said-text", "controls", "pdf"],
+)
+def test_a_binary_file_is_refused_not_dumped(tmp_path: Path, name, body, args, why) -> None:
+    path = tmp_path / name
+    path.write_bytes(body)
+    done = run(*args, str(path))
+    assert done.returncode == 1
+    assert done.stdout == ""  # never a byte of it on the terminal
+    assert f"gateway extract: {path}: not text (" in done.stderr and why in done.stderr
+    assert len(done.stderr) < 400
+
+
+def test_utf16_text_is_still_text(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes("\ufeffplain words here".encode("utf-16-le"))
+    assert main(["extract", str(path)]) == 0
+    assert "plain words here" in capsys.readouterr().out

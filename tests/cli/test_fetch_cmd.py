@@ -38,17 +38,43 @@ async def test_fetch_prints_the_result_and_audits_to_the_file(
     captured = capsys.readouterr()
     out = captured.out
     assert status == 0
-    where = tmp_path / "audit" / "fetch-cli-test.jsonl"
+    where = tmp_path / "audit" / "fetch-cli-test-cli.jsonl"  # the CLI's chain, not a server's
     assert captured.err.splitlines()[-1] == f"gateway fetch: audit records in {where}"
     body = orjson.loads(out)
     assert body["envelope"]["tool"] == "WebFetch" and body["envelope"]["status"] == 200
-    audit = tmp_path / "audit" / "fetch-cli-test.jsonl"
+    audit = where
     records = [orjson.loads(line) for line in audit.read_bytes().splitlines()]
     assert [r["event"]["action"] for r in records if r["event"]["action"] == "WebFetch"] == [
         "WebFetch"
     ]
     assert b'"event"' not in out.encode().split(b"\n", 1)[0]  # stdout holds the result only
     assert all(report.valid for report in verify_files([str(audit)]))
+
+
+async def test_every_run_appends_to_one_cli_chain(
+    tmp_path, upstream, write_policy, capsys
+) -> None:
+    from gateway.audit.chains import verify_paths
+    from gateway.configload.serving import default_instance_id
+    from tests.conftest import loopback_policy
+
+    config = tmp_path / "gateway.yaml"
+    policy = write_policy(loopback_policy(upstream.port))
+    config.write_text(
+        f"policy: {policy}\nresolver:\n  hosts:\n    site.example.com: [127.0.0.1]\n"
+    )
+    url = f"http://site.example.com:{upstream.port}/page"
+    for _ in range(3):
+        assert await run_cli("fetch", url, "--config", str(config)) == 0
+    capsys.readouterr()
+    (log,) = (tmp_path / "audit").glob("*.jsonl")
+    assert log.name == f"gateway-{default_instance_id()}-cli.jsonl"
+    records = [orjson.loads(line) for line in log.read_bytes().splitlines()]
+    actions = [r["event"]["action"] for r in records]
+    assert actions == ["log_start", "WebFetch"] * 3
+    assert [r["chain"]["seq"] for r in records] == list(range(1, len(records) + 1))
+    report = verify_paths([str(tmp_path / "audit")])
+    assert report.valid and len(report.chains) == 1, report.describe()
 
 
 async def test_fetch_refusal_prints_the_error_and_exits_1(

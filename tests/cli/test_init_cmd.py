@@ -40,6 +40,32 @@ def test_init_writes_a_set_up_that_checks_and_tests_clean(tmp_path, capsys) -> N
     assert "0 failed" in capsys.readouterr().out
 
 
+def test_init_turns_dlp_on_in_report_mode_and_says_so(tmp_path, capsys) -> None:
+    """A secret in a URL leaves a record under the policy init writes (as under every shipped
+    policy), and init's output says which mode DLP is in."""
+    from gateway.policy.load import load_policy_file
+    from gateway.tools.explain import judge
+
+    status, out, _ = run_init(capsys, str(tmp_path))
+    assert status == 0
+    assert "dlp.mode: report" in out
+    policy, _ = load_policy_file(str(tmp_path / "policies" / "agent.yaml"))
+    assert str(policy.dlp.mode) == "report"
+    verdict = judge(policy, "https://docs.python.org/?q=ghp_" + "a1B2c3D4e5" * 4)
+    assert verdict.decision.allowed and not verdict.enforced
+    assert (verdict.reason, verdict.rule) == ("sensitive_data", "dlp.github_token")
+
+
+def test_init_points_at_where_the_keys_are(tmp_path, capsys) -> None:
+    assert run_init(capsys, str(tmp_path))[0] == 0
+    header = (tmp_path / "gateway.yaml").read_text().split("\nlisten:", 1)[0]
+    root = Path(__file__).resolve().parent.parent.parent
+    named = re.findall(r"(?:examples|docs)/[\w./-]+\.(?:yaml|md)", header)
+    assert "examples/config/gateway.yaml" in named
+    assert all((root / name).is_file() for name in named), named
+    assert "docs/design.md" not in header  # it lists modules, not configuration keys
+
+
 def test_init_never_overwrites(tmp_path, capsys) -> None:
     (tmp_path / "gateway.yaml").write_text("# mine\n")
     status, out, err = run_init(capsys, str(tmp_path))

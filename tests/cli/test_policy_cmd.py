@@ -158,10 +158,20 @@ def test_explain_json(
         "reason": reason,
         "rule": rule,
         "enforced": True,
-        "message": message,
+        "message": record["message"],
+        "hint": record["hint"],
         "detail": record["detail"],
         "note": None,
     }
+    # A refusal answers with what the agent would be shown, and how to allow it.
+    assert (record["message"] is None) == (decision == "allow")
+    assert message is None or message in record["message"]
+    if url.startswith("ftp:"):  # no policy lists ftp: the gateway never fetches it
+        assert record["hint"].startswith("never allowed: ") and "schemes" not in record["hint"]
+    elif decision == "deny" and reason != "invalid_url":
+        assert record["hint"].startswith("to allow it, ") and record["hint"] in record["message"]
+    else:
+        assert record["hint"] is None
 
 
 def test_explain_text_one_block_per_url(capsys: pytest.CaptureFixture[str], policy: Path) -> None:

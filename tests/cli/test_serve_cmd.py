@@ -137,3 +137,27 @@ async def test_log_level_warning_keeps_only_warnings(tmp_path: Path) -> None:
     [warning] = [line["message"] for line in lines]
     assert "no API key in UNSET_TEST_KEY_4712" in warning
     assert {line["level"] for line in lines} == {"warning"}
+
+
+async def test_a_restart_appends_to_the_same_chain_file(tmp_path: Path) -> None:
+    """The default instance id is the host name, not the pid: a restarted gateway writes on
+    in the same file, and the chain across both runs (and a SIGKILL between them) verifies."""
+    from gateway.audit.chains import verify_paths
+    from gateway.configload.serving import default_instance_id
+    from tests.processes import GatewayProcess
+
+    config = {"audit": {"path": str(tmp_path / "audit" / "gateway-{instance}.jsonl")}}
+    for how in ("SIGTERM", "SIGKILL", "SIGTERM"):
+        gateway = GatewayProcess(tmp_path, config)
+        await gateway.start()
+        if how == "SIGKILL":
+            await gateway.kill()  # no final records: the next start recovers the lock
+            continue
+        gateway.signal(15)
+        assert await gateway.wait(30) == 0
+    (log,) = (tmp_path / "audit").glob("*.jsonl")
+    assert log.name == f"gateway-{default_instance_id()}.jsonl"
+    starts = [line for line in log.read_bytes().splitlines() if b'"log_start"' in line]
+    assert len(starts) == 3
+    report = verify_paths([str(tmp_path / "audit")])
+    assert report.valid and len(report.chains) == 1, report.describe()

@@ -37,3 +37,23 @@ def test_a_bad_client_id_is_refused(capsys) -> None:
     assert main(["token", "new", "../etc"]) == 2
     captured = capsys.readouterr()
     assert "not a client id" in captured.err and "gwt_" not in captured.out
+
+
+def test_role_is_written_into_the_entry_the_loader_accepts(tmp_path, capsys) -> None:
+    from gateway.configload.clients import CLIENT_ROLES
+
+    for role in CLIENT_ROLES:
+        assert main(["token", "new", "someone", "--role", role]) == 0
+        entry = re.search(r"^  (- \{.*\})$", capsys.readouterr().out, re.M).group(1)
+        config = load_config_bytes(
+            f"clients:\n  {entry}\n".encode(), source="t.yaml", base_dir=str(tmp_path)
+        )
+        assert config.clients[0].role == role
+        assert ("role:" in entry) == (role != "agent")  # the default is left out
+
+
+def test_a_role_the_configuration_does_not_know_is_refused(capsys) -> None:
+    assert main(["token", "new", "someone", "--role", "admin"]) == 2
+    captured = capsys.readouterr()
+    assert "not a role the configuration accepts" in captured.err and "reviewer" in captured.err
+    assert "gwt_" not in captured.out  # no token made for a line that would not load

@@ -80,7 +80,7 @@ class Gateway:
                 "timeouts: {connect: 1, read: 2, total: 8}",
             )
         )
-        self.audit = tmp_path / "audit" / "dns-test.jsonl"
+        self.audit = tmp_path / "audit" / "dns-test-cli.jsonl"  # gateway fetch: its own chain
         self.policy = policy
         self.config = tmp_path / "gateway.yaml"
         self.config.write_text(

@@ -22,7 +22,7 @@ from tests.policy.conftest import make_policy
             "https://bad.example.com/",
             "domains.deny[0]",
         ),
-        ({"allow": ["example.com"]}, "ftp://example.com/", "schemes"),
+        ({"allow": ["example.com"], "schemes": ("https",)}, "http://example.com/", "schemes"),
         ({"allow": ["example.com"]}, "https://example.com:8443/", "ports"),
         ({"allow": ["example.com"]}, "https://10.0.0.5/", "networks.allow"),
     ],
@@ -74,3 +74,40 @@ def test_the_rules_own_message_is_kept() -> None:
 def test_connect_ports_live_in_the_gateway_configuration() -> None:
     decision = Decision(False, Reason.PORT_NOT_ALLOWED, "proxy.connect_ports", "p", "0" * 64)
     assert "proxy.connect_ports in the gateway configuration" in (how_to_allow(decision) or "")
+
+
+OWN = ((ipaddress.ip_network("127.0.0.1/32"), 8080),)
+
+
+@pytest.mark.parametrize(
+    ("url", "own", "reason", "expected"),
+    [
+        ("http://169.254.169.254/latest/", (), "ip_literal_not_allowed", "cloud metadata"),
+        ("http://169.254.169.254:8080/", (), "port_not_allowed", "cloud metadata"),
+        ("gopher://example.com/", (), "scheme_not_allowed", "does not fetch 'gopher' URLs"),
+        ("http://[fd00:ec2::254]/", (), "ip_literal_not_allowed", "cloud metadata"),
+        ("http://127.0.0.1:8080/", OWN, "port_not_allowed", "its own listening address"),
+        ("http://[::ffff:127.0.0.1]:8080/", OWN, "port_not_allowed", "its own listening"),
+        ("http://127.0.0.1:8080/", (), "port_not_allowed", "to allow it, add the port to ports"),
+        ("http://127.0.0.1:8081/", OWN, "port_not_allowed", "to allow it, add the port"),
+        ("http://127.0.0.1/", OWN, "ip_literal_not_allowed", "to allow it, add a CIDR"),
+    ],
+)
+def test_a_hint_never_names_a_change_that_cannot_allow(url, own, reason, expected) -> None:
+    """A destination no policy opens (metadata, the gateway's own address and port) is
+    `never allowed`, whichever URL step refused it first; otherwise the key that would."""
+    decision, target = decide_url(make_policy(allow=["example.com"]), url)
+    assert str(decision.reason) == reason
+    hint = how_to_allow(decision, target=target, own_addresses=own)
+    assert hint is not None and expected in hint, hint
+    if "never allowed" in hint:
+        assert "networks.allow" not in hint and "ports" not in hint
+        assert hint in refusal_text(decision, target=target, own_addresses=own)
+
+
+def test_a_metadata_literal_is_never_allowed_even_without_its_target() -> None:
+    """The engine names the literal in an ip_literal_not_allowed refusal: that is enough."""
+    decision, _ = decide_url(make_policy(), "http://169.254.169.254/")
+    hint = how_to_allow(decision) or ""
+    assert hint.startswith("never allowed: cloud metadata") and "networks.allow" not in hint
+    assert "169.254" not in PolicyDeniedError(decision).message.split(":", 1)[-1].split(";")[-1]

@@ -27,6 +27,7 @@ def test_valid_tampered_and_unsigned_chains(tmp_path: Path) -> None:
     assert not bad.valid and bad.line == 3 and "altered" in (bad.reason or "")
     assert bad.path == "gateway-gw-c.jsonl"
     assert not states["gw-b"].valid  # a key was given, but no checkpoint covers it
+    assert states["gw-b"].unsigned and not states["gw-c"].unsigned  # unsigned, not tampered
     unkeyed = {s.instance: s for s in ChainChecker(AuditFolder(seeded["template"])).states()}
     assert unkeyed["gw-b"].valid and not unkeyed["gw-b"].signatures_checked
 

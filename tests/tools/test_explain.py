@@ -167,3 +167,85 @@ def test_judging_without_resolving_never_loads_aiohttp(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "allow" in done.stdout
+
+
+CONFIGURED = [
+    "https://mirror.internal.example/simple/",  # resolver.hosts: an exempted internal answer
+    "https://mixed.example.com/",  # resolver.hosts: one private address in the answer
+    "https://docs.example.com/",  # resolver.hosts: public
+    "https://gone.example.com/",  # no answer anywhere: fail closed
+    "https://blocked.example.com/x",  # denied before any lookup
+    "http://169.254.169.254/latest",  # never allowed, whatever the policy
+]
+
+
+async def test_cli_with_config_answers_what_the_api_answers_when_resolving(
+    tmp_path: Path,
+    aiohttp_client: Any,
+    capsys: pytest.CaptureFixture[str],
+    asked: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`gateway policy explain --resolve --config CFG --client ID` and `POST
+    /v1/policy/explain` with `resolve: true` under that client's token: the same resolver
+    table (resolver.hosts), the same client policy, the same verdict, message and hint."""
+    import hashlib
+
+    from gateway.configload import load_config_file
+
+    (tmp_path / "client.yaml").write_text(
+        POLICY.replace("gone.example.com]", "gone.example.com, mirror.internal.example]")
+    )
+    (tmp_path / "other.yaml").write_text("name: other\n")  # the config's own: not the client's
+    token = "gwt_explain-parity"
+    config_path = tmp_path / "gateway.yaml"
+    config_path.write_text(
+        "policy: other.yaml\n"
+        f"audit: {{path: {tmp_path / 'audit' / 'g.jsonl'}}}\n"
+        "clients:\n"
+        f"  - {{id: research, token_sha256: {hashlib.sha256(token.encode()).hexdigest()},"
+        " policy: client.yaml}\n"
+        "resolver:\n"
+        "  hosts:\n"
+        "    mirror.internal.example: [10.20.0.7]\n"
+        "    mixed.example.com: [93.184.216.34, 10.0.0.5]\n"
+        "    docs.example.com: [93.184.216.34]\n"
+    )
+    monkeypatch.delenv("GATEWAY_CONFIG", raising=False)
+    services = Services(load_config_file(config_path))
+    services.open()
+    fields = ("decision", "reason", "rule", "enforced", "message", "hint", "addresses")
+    said: dict[str, Any] = {}
+    try:
+        client = await aiohttp_client(make_app(services))
+        headers = {"Authorization": f"Bearer {token}"}
+        for url in CONFIGURED:
+            response = await client.post(
+                "/v1/policy/explain", json={"url": url, "resolve": True}, headers=headers
+            )
+            api = await response.json()
+            argv = ["policy", "explain", "--json", "--resolve", "--config", str(config_path)]
+            assert await asyncio.to_thread(main, [*argv, "--client", "research", url]) == 0
+            cli = json.loads(capsys.readouterr().out)
+            said[url] = cli
+            assert {k: api.get(k) or None for k in fields} == {
+                k: cli.get(k) or None for k in fields
+            }, url
+    finally:
+        await services.close()
+    mirror = said[CONFIGURED[0]]
+    assert (mirror["decision"], mirror["rule"], mirror["addresses"]) == (
+        "allow",
+        "networks.allow[0]",
+        ["10.20.0.7"],
+    )
+    assert said[CONFIGURED[1]]["reason"] == "private_address"
+    assert said[CONFIGURED[3]]["reason"] == "upstream_unreachable"
+    assert "closed to agents" in said[CONFIGURED[4]]["message"]
+    assert said[CONFIGURED[5]]["hint"].startswith("never allowed: cloud metadata")
+    assert asked == ["gone.example.com."] * 2  # only the name no table answers reached DNS
+    # Without the configuration the CLI cannot know the gateway's answer: it says so by failing
+    # closed, never by allowing.
+    argv = ["policy", "explain", "--json", "--resolve", str(tmp_path / "client.yaml")]
+    assert await asyncio.to_thread(main, [*argv, CONFIGURED[0]]) == 0
+    assert json.loads(capsys.readouterr().out)["reason"] == "upstream_unreachable"

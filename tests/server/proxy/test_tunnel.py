@@ -187,6 +187,25 @@ async def test_connect_to_the_proxy_itself_is_own_address(tmp_path, make_config)
         await env.close()
 
 
+async def test_the_proxys_own_port_is_never_allowed_not_a_port_to_add(
+    tmp_path, make_config
+) -> None:
+    """The gateway's own address and port through the proxy: the ports rule refuses first,
+    but its hint says nothing opens it, instead of `add the port to ports`."""
+    env = await start_env(tmp_path, make_config)
+    try:
+        request = f"GET http://127.0.0.1:{env.port}/ HTTP/1.1\r\nHost: 127.0.0.1:{env.port}\r\n\r\n"
+        status, headers, body = parse_head(await raw_exchange(env.port, request.encode()))
+        assert (status, headers["x-gateway-reason"]) == (403, "port_not_allowed")
+        assert b"never allowed: the gateway does not connect to its own listening address" in body
+        assert b"add the port to ports" not in body
+        elsewhere = "GET http://127.0.0.1:1/ HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n"
+        _, _, body = parse_head(await raw_exchange(env.port, elsewhere.encode()))
+        assert b"to allow it, add the port to ports" in body  # another port: that works
+    finally:
+        await env.close()
+
+
 async def test_idle_tunnel_is_closed(tmp_path, make_config) -> None:
     env = await start_env(tmp_path, make_config, proxy=ProxyConfig(tunnel_idle_timeout=0.3))
     env.proxy.proxy_config = ProxyConfig(
