@@ -20,8 +20,9 @@ MAX_GZIP_MEMBERS = 64  # gzip members concatenated in one body (decoded by WebFe
 # Bytes after the end a response declared (Content-Length, the last chunk) are not read as
 # anything: the response ends where it said, and its connection is never used again.
 
-_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
-_VALUE = rb"[^\x00-\x08\x0a-\x1f\x7f]*"  # no control character but HTAB: no CR, no LF
+# RFC 9110 5.1 and 5.5, as every reader here spells them (requests' and responses').
+TOKEN = _TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+VALUE = _VALUE = rb"[^\x00-\x08\x0a-\x1f\x7f]*"  # no control character but HTAB: no CR, no LF
 # Status codes 100-599 (RFC 9110 15: others are invalid).
 _STATUS = re.compile(rb"HTTP/1\.([01]) ([1-5][0-9]{2})(?: (%b))?\Z" % _VALUE)
 FIELD = re.compile(rb"(%b):(%b)\Z" % (_TOKEN, _VALUE))
@@ -201,6 +202,52 @@ def _any_head(raw: bytes, method: str) -> ResponseHead:
     return _framed(raw, len(lines[0]), status_line, fields, lengths, codings, options, method)
 
 
+class FramingError(ValueError):
+    """A head's Content-Length and Transfer-Encoding do not frame its body unambiguously;
+    `kind` says how (one of the *_FRAMING names), each reader words it for its peer."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+BOTH_FRAMINGS, LENGTH_REPEATED, LENGTH_NOT_DECIMAL, CODING_NOT_CHUNKED = (
+    "both",
+    "length_repeated",
+    "length_not_decimal",
+    "coding_not_chunked",
+)
+
+
+def body_framing(lengths: list[bytes], codings: list[bytes]) -> tuple[int | None, bool]:
+    """The body framing (Content-Length, chunked) of a head's Content-Length and
+    Transfer-Encoding values, for requests and responses alike (RFC 9112 6): both present,
+    a repeated or non-decimal length, or any coding but a lone `chunked` raise FramingError."""
+    if lengths and codings:
+        raise FramingError(BOTH_FRAMINGS)
+    content_length = None
+    if lengths:
+        if len(lengths) > 1:
+            raise FramingError(LENGTH_REPEATED)
+        if not _DIGITS.match(lengths[0]):
+            raise FramingError(LENGTH_NOT_DECIMAL)
+        content_length = int(lengths[0])
+    chunked = False
+    if codings:
+        if [c.strip().lower() for c in b",".join(codings).split(b",")] != [b"chunked"]:
+            raise FramingError(CODING_NOT_CHUNKED)
+        chunked = True
+    return content_length, chunked
+
+
+_RESPONSE_FRAMING_PROBLEMS = {
+    BOTH_FRAMINGS: "the upstream sent both Content-Length and Transfer-Encoding",
+    LENGTH_REPEATED: "the upstream repeated Content-Length",
+    LENGTH_NOT_DECIMAL: "the upstream's Content-Length is not a decimal number",
+    CODING_NOT_CHUNKED: "the upstream used a transfer coding other than chunked",
+}
+
+
 def _framed(
     raw: bytes,
     fields_at: int,
@@ -214,21 +261,11 @@ def _framed(
     """The head, framed by its Content-Length, Transfer-Encoding and Connection values."""
     version = "HTTP/1.1" if status_line[1] == b"1" else "HTTP/1.0"
     status = int(status_line[2])
-    if lengths and codings:
-        raise BadResponseError("the upstream sent both Content-Length and Transfer-Encoding")
-    content_length = None
-    if lengths:
-        if len(lengths) > 1:
-            raise BadResponseError("the upstream repeated Content-Length")
-        if not _DIGITS.match(lengths[0]):
-            raise BadResponseError("the upstream's Content-Length is not a decimal number")
-        content_length = int(lengths[0])
+    try:
+        content_length, chunked = body_framing(lengths, codings)
+    except FramingError as exc:
+        raise BadResponseError(_RESPONSE_FRAMING_PROBLEMS[exc.kind]) from None
     declared_length = content_length
-    chunked = False
-    if codings:
-        if [c.strip().lower() for c in b",".join(codings).split(b",")] != [b"chunked"]:
-            raise BadResponseError("the upstream used a transfer coding other than chunked")
-        chunked = True
     if not options:
         tokens = _NO_TOKENS
     elif len(options) == 1 and b"," not in options[0]:  # the usual `keep-alive` or `close`

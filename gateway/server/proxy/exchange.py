@@ -25,7 +25,6 @@ from gateway.limits import Lease
 from gateway.runtime import ClientIdentity
 from gateway.server.proxy.auth import REALM, claimed_user
 from gateway.server.proxy.ports import ClientSide, ProxyHost
-from gateway.server.proxy.request import BadRequestError, RequestHead
 from gateway.server.proxy.responses import (
     one_line,
     plain_response,
@@ -36,6 +35,7 @@ from gateway.server.proxy.watch import IdleWatch
 from gateway.tools.forward import ProxyCall, Refused, Verdict
 from gateway.tools.records import auth_failure_record, new_event_id
 from gateway.wire.http1 import has_body
+from gateway.wire.request import BadRequestError, RequestHead
 
 log = logging.getLogger("gateway.proxy")
 

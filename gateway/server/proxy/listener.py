@@ -31,7 +31,12 @@ from gateway.runtime import ClientIdentity, PolicyState, Services
 from gateway.server.proxy.auth import authenticate_basic
 from gateway.server.proxy.exchange import Exchange
 from gateway.server.proxy.ports import ClientSide, TunnelRelay
-from gateway.server.proxy.request import (
+from gateway.server.proxy.responses import plain_response
+from gateway.server.proxy.watch import IdleWatch
+from gateway.tools.forward import Verdict
+from gateway.tools.records import new_event_id, proxy_record
+from gateway.wire.http1 import unfinished_head_problem
+from gateway.wire.request import (
     MAX_HEAD,
     MAX_LINE,
     BadRequestError,
@@ -39,11 +44,6 @@ from gateway.server.proxy.request import (
     RequestHead,
     parse_request_head,
 )
-from gateway.server.proxy.responses import plain_response
-from gateway.server.proxy.watch import IdleWatch
-from gateway.tools.forward import Verdict
-from gateway.tools.records import new_event_id, proxy_record
-from gateway.wire.http1 import unfinished_head_problem
 
 log = logging.getLogger("gateway.proxy")
 

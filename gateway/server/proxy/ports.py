@@ -14,10 +14,10 @@ from typing import Any, Protocol
 from gateway.config import ProxyConfig
 from gateway.limits import Lease
 from gateway.runtime import ClientIdentity, Services
-from gateway.server.proxy.request import RequestHead
 from gateway.server.proxy.watch import IdleWatch
 from gateway.tools.forward import Verdict
 from gateway.tools.forward_traffic import ForwardTraffic
+from gateway.wire.request import RequestHead
 
 
 class TunnelRelay(Protocol):

@@ -1,4 +1,6 @@
-"""The forward proxy's HTTP/1.x request reader: strict, so no two parsers can disagree.
+"""HTTP/1.x requests as the forward proxy reads them, with the grammar and framing rules of
+`wire.http1` (the same token, field-value and field-line patterns, the same body framing),
+so no two readers of the gateway can disagree about where a message ends.
 
 Anything a lenient server and a strict one could read differently is refused rather than
 repaired (request smuggling lives in that gap): bare CR or LF, obs-fold, spaces before the
@@ -12,27 +14,40 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gateway.wire.http1 import (
+    BOTH_FRAMINGS,
+    CODING_NOT_CHUNKED,
+    FIELD,
+    LENGTH_NOT_DECIMAL,
+    LENGTH_REPEATED,
+    TOKEN,
+    VALUE,
+    FramingError,
+    body_framing,
+)
+
 MAX_LINE = 8192
 MAX_HEAD = 32 * 1024
 MAX_HEADERS = 100
 MAX_CHUNK_LINE = 1024
 MAX_TRAILER = 16 * 1024
 
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
-_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_TOKEN = re.compile(TOKEN + rb"\Z")
+_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # what VALUE excludes
 _TARGET = re.compile(rb"[\x21-\x7e]+\Z")
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,15}\Z")
-_DIGITS = re.compile(r"[0-9]{1,18}\Z")
-# A whole header line in one match (name, value); a line it refuses goes through `_header`,
-# which says what is wrong. Equivalent to `_header`'s checks, so no line passes one and not
-# the other.
-_FIELD = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\x00-\x08\x0a-\x1f\x7f]*)\Z")
+# A whole header line in one match (name, value): http1.FIELD. A line it refuses goes through
+# `_header`, which says what is wrong; the two are held to each other by a hypothesis test.
+_FIELD = FIELD
 # A whole head whose every line `_request_line` and `_FIELD` accept (its length is checked
 # apart), in one match.
-_USUAL_HEAD = re.compile(
-    rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+ [\x21-\x7e]+ HTTP/1\.[01]"
-    rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\x00-\x08\x0a-\x1f\x7f]*)*\Z"
-)
+_USUAL_HEAD = re.compile(rb"%b [\x21-\x7e]+ HTTP/1\.[01](?:\r\n%b:%b)*\Z" % (TOKEN, TOKEN, VALUE))
+_FRAMING_PROBLEMS = {
+    BOTH_FRAMINGS: "both Content-Length and Transfer-Encoding: ambiguous framing",
+    LENGTH_REPEATED: "Content-Length is repeated",
+    LENGTH_NOT_DECIMAL: "Content-Length is not a decimal number",
+    CODING_NOT_CHUNKED: "the only transfer coding accepted is a single 'chunked'",
+}
 NO_BODY_METHODS = frozenset({"GET", "HEAD", "CONNECT", "TRACE"})
 HOP_BY_HOP = frozenset(
     {
@@ -177,22 +192,17 @@ def _framed(method: str, target: str, version: str, headers: list[tuple[str, str
             values.append(value)
     lengths = fields.get("content-length")
     codings = fields.get("transfer-encoding")
-    if lengths and codings:
-        raise BadRequestError("both Content-Length and Transfer-Encoding: ambiguous framing")
-    content_length = None
-    if lengths:
-        if len(lengths) > 1:
-            raise BadRequestError("Content-Length is repeated")
-        if not _DIGITS.match(lengths[0]):
-            raise BadRequestError("Content-Length is not a decimal number")
-        content_length = int(lengths[0])
-    chunked = False
-    if codings:
-        if version == "HTTP/1.0":
+    content_length, chunked = None, False
+    if lengths or codings:
+        if codings and not lengths and version == "HTTP/1.0":
             raise BadRequestError("Transfer-Encoding in an HTTP/1.0 request")
-        if [c.strip().lower() for c in ",".join(codings).split(",")] != ["chunked"]:
-            raise BadRequestError("the only transfer coding accepted is a single 'chunked'")
-        chunked = True
+        try:
+            content_length, chunked = body_framing(
+                [v.encode("latin-1") for v in lengths or ()],
+                [v.encode("latin-1") for v in codings or ()],
+            )
+        except FramingError as exc:
+            raise BadRequestError(_FRAMING_PROBLEMS[exc.kind]) from None
     if method in NO_BODY_METHODS and (chunked or content_length):
         raise BadRequestError(f"a {method} request must not carry a body")
     options = fields.get("connection", []) + fields.get("proxy-connection", [])

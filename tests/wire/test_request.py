@@ -1,4 +1,4 @@
-"""The proxy's strict request reader: the one-regex fast paths (for a header line, for a
+"""The strict request reader (wire/request): the one-regex fast paths (for a header line, for a
 whole short head) accept and read exactly what the line-by-line checks do, and lookups by
 name see every spelling."""
 
@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.server.proxy.request import (
+from gateway.wire import http1
+from gateway.wire.request import (
     BadRequestError,
     _any_head,
     _header,
@@ -128,3 +129,28 @@ def test_a_repeated_single_header_is_refused_on_lookup() -> None:
 def test_refusals_say_why(head, message) -> None:
     with pytest.raises(BadRequestError, match=message):
         parse_request_head(head)
+
+
+FRAMING_VALUES = st.sampled_from(
+    [b"0", b"12", b"012", b"-1", b"1e3", b" 7", b"chunked", b"Chunked", b"gzip, chunked", b""]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(FRAMING_VALUES, max_size=2), st.lists(FRAMING_VALUES, max_size=2))
+def test_requests_and_responses_are_framed_by_one_rule(lengths, codings) -> None:
+    """The same Content-Length and Transfer-Encoding values frame a request and a response
+    alike (one rule, wire.http1.body_framing): both readers accept, or both refuse."""
+    fields = [b"Content-Length: " + v for v in lengths]
+    fields += [b"Transfer-Encoding: " + v for v in codings]
+    try:
+        request = parse_request_head(b"\r\n".join([b"POST http://a.example/ HTTP/1.1", *fields]))
+        as_request: tuple[int | None, bool] | None = (request.content_length, request.chunked)
+    except BadRequestError:
+        as_request = None
+    try:
+        response = http1.parse_response_head(b"\r\n".join([b"HTTP/1.1 200 OK", *fields]), "GET")
+        as_response: tuple[int | None, bool] | None = (response.content_length, response.chunked)
+    except http1.BadResponseError:
+        as_response = None
+    assert as_request == as_response
