@@ -90,6 +90,17 @@ class PolicyState:
             raise UnauthorizedError("missing bearer token: send 'Authorization: Bearer <token>'")
         return self.client_for_token(token)
 
+    def current(self, client: ClientIdentity) -> ClientIdentity | None:
+        """`client` as this state knows it (same id, same token; None: removed, or its token
+        changed), with its policy of now: how a live connection is re-identified after a
+        reload."""
+        for candidate in self.clients:
+            if candidate.id == client.id and hmac.compare_digest(
+                candidate.token_sha256, client.token_sha256
+            ):
+                return candidate
+        return None
+
     def client_for_token(self, token: str) -> ClientIdentity:
         digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
         found = None

@@ -16,7 +16,6 @@ from typing import Any
 
 from gateway.errors import AuditWriteError
 from gateway.limits import Lease
-from gateway.runtime import ClientIdentity
 from gateway.server.proxy.ports import ClientSide, ProxyHost
 from gateway.server.proxy.splice import SPLICE_AVAILABLE, SplicePump
 from gateway.server.proxy.tls_hello import (
@@ -25,7 +24,7 @@ from gateway.server.proxy.tls_hello import (
     NotTLSError,
     parse_client_hello,
 )
-from gateway.tools.forward import ProxyCall, Verdict
+from gateway.tools.forward_flow import Client, ProxyCall, Verdict
 
 log = logging.getLogger("gateway.proxy")
 
@@ -111,7 +110,7 @@ class Tunnel:
         upstream: UpstreamSide,
         upstream_transport: asyncio.Transport,
         call: ProxyCall,
-        client: ClientIdentity | None,
+        client: Client | None,
         verdict: Verdict,
         ip: str,
         lease: Lease,
