@@ -30,7 +30,13 @@ from gateway.server.proxy.exchange import Exchange
 from gateway.server.proxy.ports import ClientSide, TunnelRelay
 from gateway.server.proxy.responses import plain_response
 from gateway.server.proxy.watch import IdleWatch
-from gateway.tools.forward_flow import Reached, refused_connection_record, unread_request_record
+from gateway.tools.forward_flow import (
+    Answer,
+    Command,
+    Reached,
+    refused_connection_record,
+    unread_request_record,
+)
 from gateway.wire.http1 import unfinished_head_problem
 from gateway.wire.request import (
     MAX_HEAD,
@@ -236,12 +242,27 @@ class ProxyConnection(asyncio.Protocol):
         except BadRequestError as exc:
             self.proxy.refuse_unparsed(self, str(exc), raw[:200])
             return
-        self.task = self.proxy.loop.create_task(self._serve(head))
+        proxy = self.proxy
+        try:
+            exchange, command = proxy.begin(self, head)
+            if not isinstance(command, Answer):  # I/O to wait for: a task carries it out
+                self.task = proxy.loop.create_task(self._serve(exchange, command))
+                return
+            # Decided in this callback (a refusal, an error): answered now, with no task.
+            keep_alive = exchange.answer(command)
+        except (ClientGoneError, ConnectionError):
+            keep_alive = False
+        except Exception:
+            log.exception("proxy request failed")
+            keep_alive = False
+        # The next head is read in a later callback, as after a task: pipelined refusals
+        # never nest, and what arrives meanwhile waits in the bounded buffer.
+        proxy.loop.call_soon(self._served, keep_alive)
 
-    async def _serve(self, head: RequestHead) -> None:
+    async def _serve(self, exchange: Exchange, command: Command) -> None:
         keep_alive = False
         try:
-            keep_alive = await self.proxy.handle(self, head)
+            keep_alive = await self.proxy.carry_out(exchange, command)
         except (ClientGoneError, ConnectionError, asyncio.CancelledError):
             keep_alive = False
         except Exception:
@@ -249,6 +270,10 @@ class ProxyConnection(asyncio.Protocol):
             keep_alive = False
         finally:
             self.task = None
+        self._served(keep_alive)
+
+    def _served(self, keep_alive: bool) -> None:
+        """A request is answered: wait for the next head, or close."""
         if self.state in (TUNNEL_STATE, CLOSED_STATE) or self.transport is None:
             return
         if not keep_alive or self.proxy.draining or self.client_eof:
@@ -531,8 +556,9 @@ class ForwardProxy:
 
     # --- requests -----------------------------------------------------------------------
 
-    async def handle(self, conn: ProxyConnection, head: RequestHead) -> bool:
-        """Serve one request; True when the connection may carry another."""
+    def begin(self, conn: ProxyConnection, head: RequestHead) -> tuple[Exchange, Command]:
+        """A request's machine, fed who asks: its first command (an Answer when it is
+        decided without waiting for anything)."""
         exchange = Exchange(self, conn, head)
         flow = exchange.flow
         header = None
@@ -540,15 +566,20 @@ class ForwardProxy:
             header = head.get("proxy-authorization")
             client = self._authenticate(conn, header)
         except BadRequestError as exc:
-            return exchange.answer(flow.bad_credentials(str(exc)))
+            return exchange, flow.bad_credentials(str(exc))
         except UnauthorizedError as exc:
             claimed = claimed_user(header, {c.id for c in self.services.state.clients})
-            return exchange.answer(flow.unauthorized(exc.message, claimed))
+            return exchange, flow.unauthorized(exc.message, claimed)
         command = flow.identified(
             client,
             self.services.state.default_policy,
             draining=self.draining or self.services.draining,
         )
+        return exchange, command
+
+    async def carry_out(self, exchange: Exchange, command: Command) -> bool:
+        """Carry out a request's commands; True when the connection may carry another."""
+        conn = exchange.conn
         try:
             return await exchange.run(command)
         except (ClientGoneError, asyncio.CancelledError) as exc:
