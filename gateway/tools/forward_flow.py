@@ -175,19 +175,26 @@ class OpenTunnel:
 
 
 class StartTunnel:
-    """Write `record`, answer 200, and relay the tunnel under `verdict`, to `ip`; the tunnel
-    holds `lease` and hands it back when it closes."""
+    """Write `record`, answer 200, and relay the tunnel `flow` decides (its first bytes, its
+    `tunnel_close` record, the lease it hands back when it closes)."""
 
-    __slots__ = ("record", "verdict", "ip", "lease", "call")
+    __slots__ = ("record", "flow")
 
-    def __init__(
-        self, record: dict[str, Any], verdict: Verdict, ip: str, lease: Lease, call: ProxyCall
-    ) -> None:
+    def __init__(self, record: dict[str, Any], flow: TunnelFlow) -> None:
         self.record = record
-        self.verdict = verdict
-        self.ip = ip
-        self.lease = lease
-        self.call = call
+        self.flow = flow
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.flow.verdict
+
+    @property
+    def ip(self) -> str:
+        return self.flow.ip
+
+    @property
+    def lease(self) -> Lease:
+        return self.flow.lease
 
 
 class Close:
@@ -443,7 +450,7 @@ class ForwardFlow:
         self.recorded = True
         self.lease = None  # the tunnel's now: it hands the lease back when it closes
         record = self.call.record(verdict, status=200, destination=verdict.destination(ip))
-        return StartTunnel(record, verdict, ip, lease, self.call)
+        return StartTunnel(record, TunnelFlow(self.call, self.client, verdict, ip, lease))
 
     # --- events: the end --------------------------------------------------------------------
 
@@ -507,6 +514,58 @@ class ForwardFlow:
         )
         return self._answer(
             verdict.status, verdict.code, verdict.rule, verdict.message, keep_alive, record
+        )
+
+
+class TunnelFlow:
+    """An open CONNECT tunnel as the use case sees it: who it is for, what allowed it and
+    where it goes (re-decided after a reload), its first bytes judged (`proxy.require_tls`),
+    its one `tunnel_close` record, and the lease it hands back. The relay feeds it."""
+
+    __slots__ = ("call", "client", "verdict", "ip", "lease", "refusal")
+
+    def __init__(
+        self, call: ProxyCall, client: Client | None, verdict: Verdict, ip: str, lease: Lease
+    ) -> None:
+        self.call = call
+        self.client = client
+        self.verdict = verdict
+        self.ip = ip
+        self.lease = lease
+        self.refusal: Verdict | None = None  # the first bytes' refusal, once there is one
+
+    @property
+    def event_id(self) -> str:
+        return self.call.event_id
+
+    @property
+    def reached(self) -> Reached:
+        return (self.verdict, self.ip)
+
+    def first_bytes(
+        self, *, not_tls: str | None = None, server_name: str | None = None
+    ) -> str | None:
+        """The tunnel's first bytes: None when they may pass, else how the tunnel ends (the
+        refusal's code, `not_tls` or `sni_mismatch`); `not_tls` says what they are instead
+        of a ClientHello, `server_name` is the one it sent."""
+        judged = self.verdict.tunnel_start(not_tls=not_tls, server_name=server_name)
+        if judged.allowed:
+            return None
+        self.refusal = judged
+        return judged.code
+
+    def closed(
+        self, end: str, *, duration_ms: int, bytes_up: int, bytes_down: int
+    ) -> dict[str, Any]:
+        """The tunnel's `tunnel_close` record (with the first bytes' refusal, if any)."""
+        return self.call.tunnel_close(
+            self.verdict,
+            end=end,
+            duration_ms=duration_ms,
+            bytes_up=bytes_up,
+            bytes_down=bytes_down,
+            ip=self.ip,
+            tls=self.refusal,
         )
 
 

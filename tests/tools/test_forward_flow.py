@@ -411,3 +411,29 @@ def test_a_tunnel_is_re_decided_with_the_connect_ports() -> None:
         after_reload(state, who, reached, own_addresses=(), connect_ports=(8443,))
         == "policy_reload"
     )
+
+
+def test_a_tunnels_first_bytes_and_its_close_are_the_machines() -> None:
+    machine, _ = start(b"CONNECT a.example.com:443 HTTP/1.1", who=client())
+    machine.leased(CountedLease())
+    started = machine.opened("93.184.216.34")
+    assert isinstance(started, StartTunnel)
+    tunnel = started.flow
+    assert tunnel.first_bytes(server_name="a.example.com") is None
+    assert tunnel.first_bytes(server_name="b.example.net") == "sni_mismatch"
+    record = tunnel.closed("sni_mismatch", duration_ms=3, bytes_up=517, bytes_down=0)
+    assert (
+        record["event"]["action"] == "tunnel_close" and record["event"]["reason"] == "sni_mismatch"
+    )
+    assert record["event"]["id"] == machine.event_id and record["event"]["outcome"] == "failure"
+    assert record["source"]["bytes"] == 517
+    # A tunnel that ends on its own says how, with no refusal on it.
+    machine, _ = start(b"CONNECT a.example.com:443 HTTP/1.1")
+    started = machine.opened("93.184.216.34")
+    assert isinstance(started, StartTunnel) and started.lease is FREE_LEASE
+    assert started.flow.first_bytes(not_tls="SSH-2.0 banner") == "not_tls"
+    other, _ = start(b"CONNECT a.example.com:443 HTTP/1.1")
+    plain = other.opened("93.184.216.34")
+    assert isinstance(plain, StartTunnel)
+    closed = plain.flow.closed("closed", duration_ms=1, bytes_up=1, bytes_down=2)
+    assert closed["event"]["outcome"] == "success" and closed["destination"]["bytes"] == 2

@@ -251,11 +251,7 @@ class Exchange:
             conn=self.conn,
             upstream=upstream,
             upstream_transport=transport,
-            call=command.call,
-            client=self.flow.client,
-            verdict=command.verdict,
-            ip=command.ip,
-            lease=command.lease,
+            flow=command.flow,
             require_tls=self.proxy.proxy_config.require_tls,
         )
         self.conn.start_tunnel(tunnel)

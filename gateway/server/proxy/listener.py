@@ -615,7 +615,7 @@ class ForwardProxy:
         after_reload = self.traffic.after_reload
         connect_ports = self.proxy_config.connect_ports
         for tunnel in list(self.tunnels):
-            why = after_reload(new, tunnel.client, (tunnel.verdict, tunnel.ip), connect_ports)
+            why = after_reload(new, tunnel.flow.client, tunnel.flow.reached, connect_ports)
             if why is not None:
                 tunnel.close(why)
         for conn in list(self.connections):

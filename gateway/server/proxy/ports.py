@@ -15,7 +15,7 @@ from gateway.config import ProxyConfig
 from gateway.limits import Limiter
 from gateway.runtime import Services
 from gateway.server.proxy.watch import IdleWatch
-from gateway.tools.forward_flow import Client, Reached, Verdict
+from gateway.tools.forward_flow import Reached, TunnelFlow
 from gateway.tools.forward_traffic import ForwardTraffic
 from gateway.wire.request import RequestHead
 
@@ -23,9 +23,7 @@ from gateway.wire.request import RequestHead
 class TunnelRelay(Protocol):
     """A CONNECT tunnel, as its client connection and the listener drive it."""
 
-    client: Client | None
-    verdict: Verdict  # what allowed the CONNECT: re-asked after a reload
-    ip: str  # the address the upstream side is connected to
+    flow: TunnelFlow  # who it is for, what allowed it, where it goes: re-asked after a reload
 
     def start(self, leftover: bytes) -> None: ...
 
