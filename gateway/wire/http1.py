@@ -306,17 +306,65 @@ def has_body(method: str, status: int) -> bool:
     return method != "HEAD" and status not in (204, 304) and not 100 <= status < 200
 
 
+# What a chunked body can get wrong, in the words of a response's refusal (a request's
+# reader words them for its peer: wire/request.py).
+(
+    CHUNK_NO_CRLF,
+    CHUNK_LINE_TOO_LONG,
+    CHUNK_LINE_BREAK,
+    CHUNK_SIZE,
+    CHUNK_EXTENSION,
+    CHUNK_TRAILER,
+    CHUNK_FIELDS,
+) = range(7)
+RESPONSE_CHUNK_PROBLEMS = {
+    CHUNK_NO_CRLF: "an upstream chunk is not followed by CRLF",
+    CHUNK_LINE_TOO_LONG: "an upstream chunk-size or trailer line is too long",
+    CHUNK_LINE_BREAK: "an upstream chunk line does not end with CRLF",
+    CHUNK_SIZE: "an upstream chunk size is not a hexadecimal number",
+    CHUNK_EXTENSION: "an upstream chunk extension is malformed",
+    CHUNK_TRAILER: "the upstream's chunked trailer is malformed",
+    CHUNK_FIELDS: f"the upstream sent more than {MAX_HEADERS} header and trailer fields",
+}
+
+
 class ChunkedBody:
     """Strict, incremental chunked decoding (RFC 9112 7.1) under the limits; trailers are
     checked and dropped. `rechunk`: the output keeps the chunks as the upstream cut them
     (each size line written afresh, extensions and trailers never forwarded). `fields`: the
-    field lines the head had (trailer fields count against the same MAX_HEADERS)."""
+    field lines the head had (trailer fields count against the same `max_fields`). The
+    request reader decodes with it too, under its own limits, error and words."""
 
-    __slots__ = ("state", "left", "line", "trailer", "rechunk", "fields", "data")
+    __slots__ = (
+        "state",
+        "left",
+        "line",
+        "trailer",
+        "rechunk",
+        "fields",
+        "data",
+        "max_line",
+        "max_fields",
+        "error",
+        "problems",
+    )
 
-    def __init__(self, *, rechunk: bool = False, fields: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        rechunk: bool = False,
+        fields: int = 0,
+        max_line: int = MAX_LINE,
+        max_fields: int = MAX_HEADERS,
+        error: type[Exception] = BadResponseError,
+        problems: dict[int, str] = RESPONSE_CHUNK_PROBLEMS,
+    ) -> None:
         self.rechunk = rechunk
         self.fields = fields
+        self.max_line = max_line
+        self.max_fields = max_fields
+        self.error = error
+        self.problems = problems
         self.state = _SIZE
         self.left = 0
         self.data = 0  # chunk data bytes so far (the body, without its framing)
@@ -353,7 +401,7 @@ class ChunkedBody:
                 if len(line) < 2:
                     break
                 if line != b"\r\n":
-                    raise BadResponseError("an upstream chunk is not followed by CRLF")
+                    raise self.error(self.problems[CHUNK_NO_CRLF])
                 line.clear()
                 self.state = _SIZE
                 if rechunk:
@@ -363,24 +411,24 @@ class ChunkedBody:
             stop = end + 1 if end >= 0 else size
             line += view[pos:stop]
             pos = stop
-            limit = MAX_CHUNK_LINE + 2 if state == _SIZE else MAX_LINE + 2
+            limit = MAX_CHUNK_LINE + 2 if state == _SIZE else self.max_line + 2
             if len(line) > limit:
-                raise BadResponseError("an upstream chunk-size or trailer line is too long")
+                raise self.error(self.problems[CHUNK_LINE_TOO_LONG])
             if end < 0:
                 break
             text = bytes(line)
             line.clear()
             if not text.endswith(b"\r\n") or b"\r" in text[:-2]:
-                raise BadResponseError("an upstream chunk line does not end with CRLF")
+                raise self.error(self.problems[CHUNK_LINE_BREAK])
             text = text[:-2]
             if state == _SIZE:
                 semicolon = text.find(b";")
                 length = text if semicolon < 0 else text[:semicolon]
                 extension = b"" if semicolon < 0 else text[semicolon:]
                 if not _HEX.match(length):
-                    raise BadResponseError("an upstream chunk size is not a hexadecimal number")
+                    raise self.error(self.problems[CHUNK_SIZE])
                 if not _EXTENSION.match(extension):
-                    raise BadResponseError("an upstream chunk extension is malformed")
+                    raise self.error(self.problems[CHUNK_EXTENSION])
                 self.left = int(length, 16)
                 self.state = _DATA if self.left else _TRAILER
                 if rechunk and self.left:
@@ -389,11 +437,9 @@ class ChunkedBody:
                 self.trailer += len(text) + 2
                 self.fields += 1
                 if self.trailer > MAX_TRAILER or FIELD.match(text) is None:
-                    raise BadResponseError("the upstream's chunked trailer is malformed")
-                if self.fields > MAX_HEADERS:
-                    raise BadResponseError(
-                        f"the upstream sent more than {MAX_HEADERS} header and trailer fields"
-                    )
+                    raise self.error(self.problems[CHUNK_TRAILER])
+                if self.fields > self.max_fields:
+                    raise self.error(self.problems[CHUNK_FIELDS])
             else:
                 self.state = _END
                 if rechunk:

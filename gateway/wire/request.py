@@ -16,12 +16,20 @@ from dataclasses import dataclass, field
 
 from gateway.wire.http1 import (
     BOTH_FRAMINGS,
+    CHUNK_EXTENSION,
+    CHUNK_FIELDS,
+    CHUNK_LINE_BREAK,
+    CHUNK_LINE_TOO_LONG,
+    CHUNK_NO_CRLF,
+    CHUNK_SIZE,
+    CHUNK_TRAILER,
     CODING_NOT_CHUNKED,
     FIELD,
     LENGTH_NOT_DECIMAL,
     LENGTH_REPEATED,
     TOKEN,
     VALUE,
+    ChunkedBody,
     FramingError,
     body_framing,
 )
@@ -29,19 +37,25 @@ from gateway.wire.http1 import (
 MAX_LINE = 8192
 MAX_HEAD = 32 * 1024
 MAX_HEADERS = 100
-MAX_CHUNK_LINE = 1024
-MAX_TRAILER = 16 * 1024
 
 _TOKEN = re.compile(TOKEN + rb"\Z")
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # what VALUE excludes
 _TARGET = re.compile(rb"[\x21-\x7e]+\Z")
-_HEX = re.compile(rb"[0-9A-Fa-f]{1,15}\Z")
 # A whole header line in one match (name, value): http1.FIELD. A line it refuses goes through
 # `_header`, which says what is wrong; the two are held to each other by a hypothesis test.
 _FIELD = FIELD
 # A whole head whose every line `_request_line` and `_FIELD` accept (its length is checked
 # apart), in one match.
 _USUAL_HEAD = re.compile(rb"%b [\x21-\x7e]+ HTTP/1\.[01](?:\r\n%b:%b)*\Z" % (TOKEN, TOKEN, VALUE))
+_CHUNK_PROBLEMS = {
+    CHUNK_NO_CRLF: "a chunk is not followed by CRLF",
+    CHUNK_LINE_TOO_LONG: "a chunk-size or trailer line is too long",
+    CHUNK_LINE_BREAK: "a chunk-size or trailer line is malformed (lines end with CRLF)",
+    CHUNK_SIZE: "a chunk size is not a hexadecimal number",
+    CHUNK_EXTENSION: "a chunk extension is malformed",
+    CHUNK_TRAILER: "the chunked trailer is malformed or too large",
+    CHUNK_FIELDS: f"more than {MAX_HEADERS} trailer fields",
+}
 _FRAMING_PROBLEMS = {
     BOTH_FRAMINGS: "both Content-Length and Transfer-Encoding: ambiguous framing",
     LENGTH_REPEATED: "Content-Length is repeated",
@@ -217,67 +231,28 @@ def _framed(method: str, target: str, version: str, headers: list[tuple[str, str
 
 
 class ChunkedDecoder:
-    """Incremental, strict chunked decoding (RFC 9112 7.1); trailers are read and dropped."""
+    """A request body's chunked decoding (RFC 9112 7.1): `http1.ChunkedBody`, the decoder of
+    responses, under this reader's limits and words; trailers are read and dropped."""
 
-    __slots__ = ("_state", "_left", "_trailer")
+    __slots__ = ("_body",)
 
     def __init__(self) -> None:
-        self._state = "size"
-        self._left = 0
-        self._trailer = 0
+        self._body = ChunkedBody(
+            max_line=MAX_LINE,
+            max_fields=MAX_HEADERS,
+            error=BadRequestError,
+            problems=_CHUNK_PROBLEMS,
+        )
 
     @property
     def done(self) -> bool:
-        return self._state == "done"
+        return self._body.done
 
     def feed(self, buffer: bytearray) -> bytes:
-        """Decode what `buffer` holds, consuming it; returns the body bytes found."""
-        out = bytearray()
-        while buffer and self._state != "done":
-            if self._state == "data":
-                take = min(self._left, len(buffer))
-                out += buffer[:take]
-                del buffer[:take]
-                self._left -= take
-                if self._left == 0:
-                    self._state = "crlf"
-                continue
-            if self._state == "crlf":
-                if len(buffer) < 2:
-                    break
-                if buffer[:2] != b"\r\n":
-                    raise BadRequestError("a chunk is not followed by CRLF")
-                del buffer[:2]
-                self._state = "size"
-                continue
-            end = buffer.find(b"\r\n")
-            limit = MAX_CHUNK_LINE if self._state == "size" else MAX_LINE
-            if end < 0:
-                if len(buffer) > limit or b"\n" in buffer or b"\r" in buffer[:-1]:
-                    raise BadRequestError("a chunk-size or trailer line is malformed")
-                break
-            line = bytes(buffer[:end])
-            del buffer[: end + 2]
-            if self._state == "size":
-                self._size_line(line)
-            else:
-                self._trailer_line(line)
-        return bytes(out)
-
-    def _size_line(self, line: bytes) -> None:
-        if len(line) > MAX_CHUNK_LINE or b"\r" in line or b"\n" in line:
-            raise BadRequestError("a chunk-size line is malformed")
-        size, _, extension = line.partition(b";")
-        if not _HEX.match(size) or _BAD_VALUE.search(extension):
-            raise BadRequestError("a chunk size is not a hexadecimal number")
-        self._left = int(size, 16)
-        self._state = "data" if self._left else "trailer"
-
-    def _trailer_line(self, line: bytes) -> None:
-        if not line:
-            self._state = "done"
-            return
-        self._trailer += len(line) + 2
-        if self._trailer > MAX_TRAILER:
-            raise BadRequestError("the chunked trailer is too large")
-        _header(line)
+        """Decode what `buffer` holds, consuming what the body used (bytes after its last
+        chunk stay: the next request); returns the body bytes found."""
+        out: list[bytes | memoryview] = []
+        used = self._body.feed(bytes(buffer), out)
+        body = b"".join(out)
+        del buffer[:used]
+        return body

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from gateway.wire import http1
 from gateway.wire.request import (
     BadRequestError,
+    ChunkedDecoder,
     _any_head,
     _header,
     parse_request_head,
@@ -154,3 +155,56 @@ def test_requests_and_responses_are_framed_by_one_rule(lengths, codings) -> None
     except http1.BadResponseError:
         as_response = None
     assert as_request == as_response
+
+
+def _decode(data: bytes, cuts: list[int]) -> tuple[bytes, bytes] | None:
+    """A chunked request body fed in the pieces `cuts` makes: (body, what followed it), or
+    None when refused."""
+    decoder = ChunkedDecoder()
+    buffer, body = bytearray(), b""
+    bounds = [0, *cuts, len(data)]
+    fed = 0
+    try:
+        for start, end in zip(bounds, bounds[1:], strict=False):
+            buffer += data[start:end]
+            fed = end
+            body += decoder.feed(buffer)
+            if decoder.done:
+                break
+    except BadRequestError:
+        return None
+    if not decoder.done:
+        return None
+    return body, bytes(buffer) + data[fed:]
+
+
+CHUNKED = st.sampled_from(
+    [
+        b"3\r\nabc\r\n0\r\n\r\n",
+        b"3;x=1\r\nabc\r\n0\r\nT: v\r\n\r\n",
+        b'3;x="q"\r\nabc\r\n0\r\n\r\nGET',
+        b"3 \r\nabc\r\n0\r\n\r\n",
+        b"3\r\nabcX0\r\n\r\n",
+        b"3\nabc\r\n0\r\n\r\n",
+        b"zz\r\nab\r\n0\r\n\r\n",
+        b"0\r\n folded\r\n\r\n",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(CHUNKED, st.lists(st.integers(min_value=1, max_value=30), max_size=4))
+def test_a_chunked_request_body_reads_the_same_however_it_is_cut(data, cuts) -> None:
+    """The request's chunked decoding is the response's (http1.ChunkedBody): one answer for
+    a body whole or in pieces, the bytes after it left for the next request."""
+    cuts = sorted({c for c in cuts if c < len(data)})
+    whole = _decode(data, [])
+    assert _decode(data, cuts) == whole
+    response_side = http1.ChunkedBody()
+    out: list = []
+    try:
+        used = response_side.feed(data, out)
+        as_response = (b"".join(out), data[used:]) if response_side.done else None
+    except http1.BadResponseError:
+        as_response = None
+    assert whole == as_response

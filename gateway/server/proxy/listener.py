@@ -4,9 +4,12 @@ CONNECT tunnels, decided by the caller's policy and audited, on its own port.
 A raw asyncio protocol rather than aiohttp's server: every request the strict reader
 (`request`) refuses still gets the gateway's headers and an audit record, an idle keep-alive
 connection costs one small object and no task, and tunnel bytes pass from one transport to
-the other without any parsing (flow control both ways). Decisions come from the use case
-(`tools.forward`), and so do the upstream connections (its pool for HTTP, a checked
-connection for CONNECT): this package only parses, asks and relays.
+the other without any parsing (flow control both ways). Each request is the use case's
+machine (`tools.forward_flow`), fed from these callbacks: a request it decides at once (a
+refusal) is answered in the read that brought its head, with no task; one that waits for
+I/O (the lease, the body, the upstream) gets one task that carries out its commands. The
+upstream connections are the use case's too (its pool for HTTP, a checked connection for
+CONNECT): this package only parses, carries out and relays.
 """
 
 from __future__ import annotations
