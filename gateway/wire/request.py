@@ -12,7 +12,6 @@ CONNECT, over-long lines. Pure: no sockets, no asyncio.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from gateway.wire.http1 import (
     BOTH_FRAMINGS,
@@ -83,17 +82,43 @@ class BadRequestError(ValueError):
     """The request cannot be read unambiguously; the message says what is wrong."""
 
 
-@dataclass(frozen=True, slots=True)
 class RequestHead:
-    method: str
-    target: str
-    version: str  # "HTTP/1.1" | "HTTP/1.0"
-    headers: tuple[tuple[str, str], ...]  # as sent (name case kept), values trimmed
-    content_length: int | None
-    chunked: bool
-    keep_alive: bool
-    # Values by lower-case name, in order: each lookup is one dict access.
-    fields: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
+    """A request head the reader accepted: its line, its fields (names as sent, values
+    trimmed) and its framing. A plain slotted class, not a frozen dataclass: it is made once
+    per request, and a frozen dataclass's __init__ sets each field through
+    object.__setattr__."""
+
+    __slots__ = (
+        "method",
+        "target",
+        "version",
+        "headers",
+        "content_length",
+        "chunked",
+        "keep_alive",
+        "fields",
+    )
+
+    def __init__(
+        self,
+        method: str,
+        target: str,
+        version: str,
+        headers: tuple[tuple[str, str], ...],
+        content_length: int | None,
+        chunked: bool,
+        keep_alive: bool,
+        fields: dict[str, list[str]],
+    ) -> None:
+        self.method = method
+        self.target = target
+        self.version = version  # "HTTP/1.1" | "HTTP/1.0"
+        self.headers = headers  # as sent (name case kept), values trimmed
+        self.content_length = content_length
+        self.chunked = chunked
+        self.keep_alive = keep_alive
+        # Values by lower-case name, in order: each lookup is one dict access.
+        self.fields = fields
 
     def get(self, name: str) -> str | None:
         """The one value of a header that must not repeat; None when absent."""
