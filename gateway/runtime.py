@@ -91,14 +91,27 @@ class PolicyState:
             raise UnauthorizedError("missing bearer token: send 'Authorization: Bearer <token>'")
         return self.client_for_token(token)
 
+    def current(self, client: ClientIdentity) -> ClientIdentity | None:
+        """`client` as this state knows it (same id, same token; None: removed, or its token
+        changed), with its policy of now: how a live connection is re-identified after a
+        reload, by the same lookup a token gets."""
+        found = self._client_for_digest(client.token_sha256)
+        return found if found is not None and found.id == client.id else None
+
     def client_for_token(self, token: str) -> ClientIdentity:
         digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+        found = self._client_for_digest(digest)
+        if found is None:
+            raise UnauthorizedError("unknown token")
+        return found
+
+    def _client_for_digest(self, digest: bytes) -> ClientIdentity | None:
+        """The client whose token hashes to `digest`: every configured hash is compared, in
+        constant time, whatever matches."""
         found = None
         for client in self.clients:
             if hmac.compare_digest(digest, client.token_sha256):
                 found = client
-        if found is None:
-            raise UnauthorizedError("unknown token")
         return found
 
 

@@ -106,6 +106,25 @@ def test_adapters_reach_policy_and_fetch_only_through_tools(module: str) -> None
     assert not bad, f"{module} imports {bad}; call a tool (gateway/tools) or runtime instead"
 
 
+# The proxy adapter feeds the forward-traffic machine and carries out its commands: of the
+# tools it knows only the machine and the use case that runs its I/O, never the decisions
+# (tools.forward) behind them.
+PROXY_ADAPTER_TOOLS = ("gateway.tools.forward_flow", "gateway.tools.forward_traffic")
+
+
+@pytest.mark.parametrize(
+    "path", sorted((PACKAGE / "server" / "proxy").rglob("*.py")), ids=lambda p: p.name
+)
+def test_the_proxy_adapter_reaches_only_the_forward_traffic_machine(path: Path) -> None:
+    bad = sorted(
+        name
+        for name in imports_of(path)
+        if name.startswith("gateway.tools")
+        and not any(name == allowed or name.startswith(allowed + ".") for allowed in PROXY_ADAPTER_TOOLS)
+    )
+    assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}; feed tools.forward_flow instead"
+
+
 # --- no import cycles ----------------------------------------------------------------------
 
 # Cycles known and being removed. Each entry is one strongly connected set of modules; the

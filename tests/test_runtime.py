@@ -74,3 +74,20 @@ def test_dlp_fingerprint_key_file(tmp_path, make_config) -> None:
     with pytest.raises(OSError, match="needs at least 16"):
         read_fingerprint_key(str(key_file))
     del first, second
+
+
+def test_a_client_is_found_again_after_a_reload_only_with_the_same_id_and_token() -> None:
+    import hashlib
+
+    from gateway.config import ClientLimits
+    from gateway.policy.load import load_default_policy
+    from gateway.runtime import ClientIdentity, PolicyState
+
+    policy = load_default_policy()
+    before = ClientIdentity("agent", hashlib.sha256(b"t").digest(), policy, ClientLimits())
+    same = ClientIdentity("agent", hashlib.sha256(b"t").digest(), policy, ClientLimits(3))
+    rotated = ClientIdentity("agent", hashlib.sha256(b"u").digest(), policy, ClientLimits())
+    renamed = ClientIdentity("other", hashlib.sha256(b"t").digest(), policy, ClientLimits())
+    assert PolicyState(policy, (rotated, same)).current(before) is same
+    assert PolicyState(policy, (rotated, renamed)).current(before) is None
+    assert PolicyState(policy).current(before) is None

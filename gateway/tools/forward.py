@@ -4,12 +4,11 @@ configuration's `proxy.connect_ports` applied by the engine, so report mode and 
 it), a response head (`proxy_limits`), a tunnel's first bytes (`proxy.require_tls`), and,
 after a reload, whether a live tunnel or keep-alive connection may stay open.
 
-The adapter (`server/proxy/`) holds a `ForwardTraffic` (`tools/forward_traffic.py`, the
-dialling that goes with these decisions, built by the composition root), one `ProxyCall` per
-request and the `Verdict`s it gets back: it parses, asks, relays bytes over the connections
-the use case opens, and writes the records built here through `tools/records.py`. It never
-names a policy type or `fetch`. This module loads no outbound client: `policy explain` uses
-its decisions without aiohttp.
+The machine of one request (`tools/forward_flow.py`) asks these decisions in their order and
+builds its records from a `ProxyCall` through `tools/records.py`; the adapter
+(`server/proxy/`) only feeds that machine and carries out its commands, and never names a
+policy type, this module or `fetch`. This module loads no outbound client: `policy explain`
+uses its decisions without aiohttp.
 """
 
 from __future__ import annotations
@@ -84,14 +83,6 @@ def decide_connect(
     return decide_target(
         policy, target, tool=None, sent=f"https://{authority}", connect_ports=connect_ports
     )
-
-
-def decide_tunnel_start_bytes(
-    policy: Policy, host: str, *, not_tls: str | None = None, server_name: str | None = None
-) -> Decision:
-    """With `proxy.require_tls`: the tunnel's first bytes are a TLS ClientHello (`not_tls`
-    says what they are instead) whose server name, when sent, is the CONNECT host."""
-    return decide_tunnel_start(policy, host, not_tls=not_tls, server_name=server_name)
 
 
 def same_authority(host_header: str, target: Target, request_target: str = "") -> bool:
@@ -260,19 +251,12 @@ class Verdict:
     def tunnel_start(
         self, *, not_tls: str | None = None, server_name: str | None = None
     ) -> Verdict:
-        """`proxy.require_tls` on a tunnel's first bytes (decide_tunnel_start_bytes)."""
-        decision = decide_tunnel_start_bytes(
+        """`proxy.require_tls` on a tunnel's first bytes: a TLS ClientHello (`not_tls` says
+        what they are instead) whose server name, when sent, is the CONNECT host."""
+        decision = decide_tunnel_start(
             self.policy, self.host, not_tls=not_tls, server_name=server_name
         )
         return Verdict(self.policy, decision, self.target, self.own_addresses)
-
-
-class Refused(Exception):
-    """Dialling refused the request (an address of the answer, or one the socket checked)."""
-
-    def __init__(self, verdict: Verdict) -> None:
-        super().__init__(verdict.code)
-        self.verdict = verdict
 
 
 class ProxyCall:

@@ -20,8 +20,9 @@ MAX_GZIP_MEMBERS = 64  # gzip members concatenated in one body (decoded by WebFe
 # Bytes after the end a response declared (Content-Length, the last chunk) are not read as
 # anything: the response ends where it said, and its connection is never used again.
 
-_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
-_VALUE = rb"[^\x00-\x08\x0a-\x1f\x7f]*"  # no control character but HTAB: no CR, no LF
+# RFC 9110 5.1 and 5.5, as every reader here spells them (requests' and responses').
+TOKEN = _TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+VALUE = _VALUE = rb"[^\x00-\x08\x0a-\x1f\x7f]*"  # no control character but HTAB: no CR, no LF
 # Status codes 100-599 (RFC 9110 15: others are invalid).
 _STATUS = re.compile(rb"HTTP/1\.([01]) ([1-5][0-9]{2})(?: (%b))?\Z" % _VALUE)
 FIELD = re.compile(rb"(%b):(%b)\Z" % (_TOKEN, _VALUE))
@@ -201,6 +202,52 @@ def _any_head(raw: bytes, method: str) -> ResponseHead:
     return _framed(raw, len(lines[0]), status_line, fields, lengths, codings, options, method)
 
 
+class FramingError(ValueError):
+    """A head's Content-Length and Transfer-Encoding do not frame its body unambiguously;
+    `kind` says how (one of the *_FRAMING names), each reader words it for its peer."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+BOTH_FRAMINGS, LENGTH_REPEATED, LENGTH_NOT_DECIMAL, CODING_NOT_CHUNKED = (
+    "both",
+    "length_repeated",
+    "length_not_decimal",
+    "coding_not_chunked",
+)
+
+
+def body_framing(lengths: list[bytes], codings: list[bytes]) -> tuple[int | None, bool]:
+    """The body framing (Content-Length, chunked) of a head's Content-Length and
+    Transfer-Encoding values, for requests and responses alike (RFC 9112 6): both present,
+    a repeated or non-decimal length, or any coding but a lone `chunked` raise FramingError."""
+    if lengths and codings:
+        raise FramingError(BOTH_FRAMINGS)
+    content_length = None
+    if lengths:
+        if len(lengths) > 1:
+            raise FramingError(LENGTH_REPEATED)
+        if not _DIGITS.match(lengths[0]):
+            raise FramingError(LENGTH_NOT_DECIMAL)
+        content_length = int(lengths[0])
+    chunked = False
+    if codings:
+        if [c.strip().lower() for c in b",".join(codings).split(b",")] != [b"chunked"]:
+            raise FramingError(CODING_NOT_CHUNKED)
+        chunked = True
+    return content_length, chunked
+
+
+_RESPONSE_FRAMING_PROBLEMS = {
+    BOTH_FRAMINGS: "the upstream sent both Content-Length and Transfer-Encoding",
+    LENGTH_REPEATED: "the upstream repeated Content-Length",
+    LENGTH_NOT_DECIMAL: "the upstream's Content-Length is not a decimal number",
+    CODING_NOT_CHUNKED: "the upstream used a transfer coding other than chunked",
+}
+
+
 def _framed(
     raw: bytes,
     fields_at: int,
@@ -214,21 +261,11 @@ def _framed(
     """The head, framed by its Content-Length, Transfer-Encoding and Connection values."""
     version = "HTTP/1.1" if status_line[1] == b"1" else "HTTP/1.0"
     status = int(status_line[2])
-    if lengths and codings:
-        raise BadResponseError("the upstream sent both Content-Length and Transfer-Encoding")
-    content_length = None
-    if lengths:
-        if len(lengths) > 1:
-            raise BadResponseError("the upstream repeated Content-Length")
-        if not _DIGITS.match(lengths[0]):
-            raise BadResponseError("the upstream's Content-Length is not a decimal number")
-        content_length = int(lengths[0])
+    try:
+        content_length, chunked = body_framing(lengths, codings)
+    except FramingError as exc:
+        raise BadResponseError(_RESPONSE_FRAMING_PROBLEMS[exc.kind]) from None
     declared_length = content_length
-    chunked = False
-    if codings:
-        if [c.strip().lower() for c in b",".join(codings).split(b",")] != [b"chunked"]:
-            raise BadResponseError("the upstream used a transfer coding other than chunked")
-        chunked = True
     if not options:
         tokens = _NO_TOKENS
     elif len(options) == 1 and b"," not in options[0]:  # the usual `keep-alive` or `close`
@@ -269,17 +306,65 @@ def has_body(method: str, status: int) -> bool:
     return method != "HEAD" and status not in (204, 304) and not 100 <= status < 200
 
 
+# What a chunked body can get wrong, in the words of a response's refusal (a request's
+# reader words them for its peer: wire/request.py).
+(
+    CHUNK_NO_CRLF,
+    CHUNK_LINE_TOO_LONG,
+    CHUNK_LINE_BREAK,
+    CHUNK_SIZE,
+    CHUNK_EXTENSION,
+    CHUNK_TRAILER,
+    CHUNK_FIELDS,
+) = range(7)
+RESPONSE_CHUNK_PROBLEMS = {
+    CHUNK_NO_CRLF: "an upstream chunk is not followed by CRLF",
+    CHUNK_LINE_TOO_LONG: "an upstream chunk-size or trailer line is too long",
+    CHUNK_LINE_BREAK: "an upstream chunk line does not end with CRLF",
+    CHUNK_SIZE: "an upstream chunk size is not a hexadecimal number",
+    CHUNK_EXTENSION: "an upstream chunk extension is malformed",
+    CHUNK_TRAILER: "the upstream's chunked trailer is malformed",
+    CHUNK_FIELDS: f"the upstream sent more than {MAX_HEADERS} header and trailer fields",
+}
+
+
 class ChunkedBody:
     """Strict, incremental chunked decoding (RFC 9112 7.1) under the limits; trailers are
     checked and dropped. `rechunk`: the output keeps the chunks as the upstream cut them
     (each size line written afresh, extensions and trailers never forwarded). `fields`: the
-    field lines the head had (trailer fields count against the same MAX_HEADERS)."""
+    field lines the head had (trailer fields count against the same `max_fields`). The
+    request reader decodes with it too, under its own limits, error and words."""
 
-    __slots__ = ("state", "left", "line", "trailer", "rechunk", "fields", "data")
+    __slots__ = (
+        "state",
+        "left",
+        "line",
+        "trailer",
+        "rechunk",
+        "fields",
+        "data",
+        "max_line",
+        "max_fields",
+        "error",
+        "problems",
+    )
 
-    def __init__(self, *, rechunk: bool = False, fields: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        rechunk: bool = False,
+        fields: int = 0,
+        max_line: int = MAX_LINE,
+        max_fields: int = MAX_HEADERS,
+        error: type[Exception] = BadResponseError,
+        problems: dict[int, str] = RESPONSE_CHUNK_PROBLEMS,
+    ) -> None:
         self.rechunk = rechunk
         self.fields = fields
+        self.max_line = max_line
+        self.max_fields = max_fields
+        self.error = error
+        self.problems = problems
         self.state = _SIZE
         self.left = 0
         self.data = 0  # chunk data bytes so far (the body, without its framing)
@@ -316,7 +401,7 @@ class ChunkedBody:
                 if len(line) < 2:
                     break
                 if line != b"\r\n":
-                    raise BadResponseError("an upstream chunk is not followed by CRLF")
+                    raise self.error(self.problems[CHUNK_NO_CRLF])
                 line.clear()
                 self.state = _SIZE
                 if rechunk:
@@ -326,24 +411,24 @@ class ChunkedBody:
             stop = end + 1 if end >= 0 else size
             line += view[pos:stop]
             pos = stop
-            limit = MAX_CHUNK_LINE + 2 if state == _SIZE else MAX_LINE + 2
+            limit = MAX_CHUNK_LINE + 2 if state == _SIZE else self.max_line + 2
             if len(line) > limit:
-                raise BadResponseError("an upstream chunk-size or trailer line is too long")
+                raise self.error(self.problems[CHUNK_LINE_TOO_LONG])
             if end < 0:
                 break
             text = bytes(line)
             line.clear()
             if not text.endswith(b"\r\n") or b"\r" in text[:-2]:
-                raise BadResponseError("an upstream chunk line does not end with CRLF")
+                raise self.error(self.problems[CHUNK_LINE_BREAK])
             text = text[:-2]
             if state == _SIZE:
                 semicolon = text.find(b";")
                 length = text if semicolon < 0 else text[:semicolon]
                 extension = b"" if semicolon < 0 else text[semicolon:]
                 if not _HEX.match(length):
-                    raise BadResponseError("an upstream chunk size is not a hexadecimal number")
+                    raise self.error(self.problems[CHUNK_SIZE])
                 if not _EXTENSION.match(extension):
-                    raise BadResponseError("an upstream chunk extension is malformed")
+                    raise self.error(self.problems[CHUNK_EXTENSION])
                 self.left = int(length, 16)
                 self.state = _DATA if self.left else _TRAILER
                 if rechunk and self.left:
@@ -352,11 +437,9 @@ class ChunkedBody:
                 self.trailer += len(text) + 2
                 self.fields += 1
                 if self.trailer > MAX_TRAILER or FIELD.match(text) is None:
-                    raise BadResponseError("the upstream's chunked trailer is malformed")
-                if self.fields > MAX_HEADERS:
-                    raise BadResponseError(
-                        f"the upstream sent more than {MAX_HEADERS} header and trailer fields"
-                    )
+                    raise self.error(self.problems[CHUNK_TRAILER])
+                if self.fields > self.max_fields:
+                    raise self.error(self.problems[CHUNK_FIELDS])
             else:
                 self.state = _END
                 if rechunk:

@@ -176,13 +176,14 @@ async def test_provenance_flags_secrets_sent_to_hosts_seen_only_in_content() -> 
 @pytest.mark.parametrize("mode", ["enforce", "report"])
 def test_a_tunnels_first_bytes_are_judged_in_every_mode(mode: str) -> None:
     judged = policy(f"mode: {mode}\n")
-    ok = forward.decide_tunnel_start_bytes(judged, "a.example.com", server_name="a.example.com")
+    target = forward.connect_target("a.example.com:443")
+    assert target is not None
+    tunnel = forward.Verdict(judged, forward.decide_connect(judged, target, "a", (443,)), target)
+    ok = tunnel.tunnel_start(server_name="a.example.com").decision
     assert ok.allowed and ok.rule == "proxy.require_tls"
-    assert forward.decide_tunnel_start_bytes(judged, "a.example.com").allowed  # no SNI sent
-    ssh = forward.decide_tunnel_start_bytes(judged, "a.example.com", not_tls="SSH-2.0 banner")
+    assert tunnel.tunnel_start().allowed  # no SNI sent
+    ssh = tunnel.tunnel_start(not_tls="SSH-2.0 banner").decision
     assert (ssh.allowed, ssh.reason, ssh.enforced) == (False, Reason.NOT_TLS, True)
-    fronted = forward.decide_tunnel_start_bytes(
-        judged, "a.example.com", server_name="b.example.net"
-    )
+    fronted = tunnel.tunnel_start(server_name="b.example.net").decision
     assert (fronted.allowed, fronted.reason) == (False, Reason.SNI_MISMATCH)
     assert "by the gateway configuration (proxy.require_tls" in forward.refusal_message(fronted)

@@ -1,14 +1,20 @@
-"""The forward-traffic use case as the proxy adapter holds it: a ProxyCall decided and
-recorded through ForwardTraffic, the Verdicts it hands back, and the response head judged
-only where the policy lists types (the dialling itself: tests/server/proxy/)."""
+"""The forward-traffic use case as the proxy adapter holds it: the machine it makes per
+request, the I/O its commands name (host sightings here; the dialling itself:
+tests/server/proxy/), the records a ProxyCall builds, and the re-decision after a reload."""
 
 from __future__ import annotations
 
+import hashlib
+
+from gateway.config import ClientLimits
 from gateway.fetch.client import Fetcher
+from gateway.runtime import ClientIdentity, PolicyState
 from gateway.tools import forward
+from gateway.tools.forward_flow import Acquire, Answer, CheckProvenance, Send
 from gateway.tools.forward_traffic import ForwardTraffic
 from gateway.tools.sightings import InMemoryHostSightings
-from tests.tools.test_forward import AWS_KEY, policy
+from gateway.wire.request import parse_request_head
+from tests.tools.test_forward import AWS_KEY, HIGH_ENTROPY, policy
 
 # --- the use case as the adapter holds it: ForwardTraffic, ProxyCall, Verdict -------------
 
@@ -17,14 +23,61 @@ def _traffic() -> ForwardTraffic:
     return ForwardTraffic(fetcher=Fetcher(), sightings=InMemoryHostSightings())
 
 
-async def test_a_call_is_decided_and_recorded_through_the_use_case() -> None:
+async def test_a_secret_sent_to_a_host_met_only_in_content_is_refused_through_sightings() -> None:
     traffic = _traffic()
+    guarded = policy(
+        "dlp: {mode: report, untrusted_hosts: enforce}\n", domains="{}", default="allow"
+    )
+    who = ClientIdentity("agent", hashlib.sha256(b"t").digest(), guarded, ClientLimits())
+    await traffic.sightings.seen_in_content("agent", ["drop.example.org"])
+    url = f"http://drop.example.org/?k={HIGH_ENTROPY}"
+    flow = traffic.flow(
+        parse_request_head(f"GET {url} HTTP/1.1".encode()), None, max_body=10, connect_ports=()
+    )
+    check = flow.identified(who, guarded, draining=False)
+    assert isinstance(check, CheckProvenance) and check.sent == url
+    refusal = flow.provenance_checked(await traffic.provenance(check))
+    assert isinstance(refusal, Answer) and refusal.reason == "sensitive_data"
+    # A host the client asked for itself is marked so, and the request goes on.
+    clean = traffic.flow(
+        parse_request_head(b"GET http://b.example.org/ HTTP/1.1"),
+        None,
+        max_body=10,
+        connect_ports=(),
+    )
+    check = clean.identified(who, guarded, draining=False)
+    assert isinstance(check, CheckProvenance)
+    assert isinstance(clean.provenance_checked(await traffic.provenance(check)), Acquire)
+    assert not await traffic.sightings.only_from_content("agent", "b.example.org")
+    traffic.close()
+
+
+def test_a_reload_is_re_decided_with_the_fetchers_own_addresses() -> None:
+    traffic = _traffic()
+    who = ClientIdentity("agent", hashlib.sha256(b"t").digest(), policy(), ClientLimits())
+    flow = traffic.flow(
+        parse_request_head(b"GET http://a.example.com/ HTTP/1.1"),
+        None,
+        max_body=10,
+        connect_ports=(),
+    )
+    assert isinstance(flow.identified(None, policy(), draining=False), Send)
+    target = flow.verdict
+    assert target is not None
+    state = PolicyState(policy(), (who,))
+    assert traffic.after_reload(state, who, (target, "93.184.216.34")) is None
+    assert traffic.after_reload(state, who, (target, "127.0.0.1")) == "policy_reload"
+    traffic.close()
+
+
+def test_a_call_records_what_dlp_reported_on_a_later_failure() -> None:
     guarded = policy("dlp: {mode: report, body_prefix_bytes: 64}\n")
     call = forward.ProxyCall(
         source=("127.0.0.1", 5000), url="http://a.example.com/x", method="POST"
     )
     call.client_id, call.policy = "agent", guarded
-    verdict = await traffic.request(call, [("X-Key", AWS_KEY)])
+    decision, target = forward.decide_request(guarded, call.url, "POST", [("X-Key", AWS_KEY)])
+    verdict = forward.Verdict(guarded, decision, target)
     assert verdict.allowed and verdict.host == "a.example.com"
     call.allowed = verdict
     # A later record of the request (an upstream failure, say) still shows what DLP reported.
@@ -36,38 +89,8 @@ async def test_a_call_is_decided_and_recorded_through_the_use_case() -> None:
         "ip": "127.0.0.1",
         "port": 80,
     }
-    # The body is judged once; an unchanged verdict is handed back as it was.
-    assert traffic.body(verdict, b"plain") is verdict
-    traffic.close()
-
-
-async def test_a_refusal_says_what_the_answer_carries() -> None:
-    traffic = _traffic()
-    call = forward.ProxyCall(source=None, url="http://[bad/", method="GET")
-    call.policy = policy()
-    invalid = await traffic.request(call, [])
-    assert (invalid.allowed, invalid.status, invalid.code) == (False, 400, "invalid_url")
-    assert invalid.destination(None) is None
-    call = forward.ProxyCall(source=None, url="http://b.other.org/", method="GET")
-    call.policy = policy()
-    denied = await traffic.request(call, [])
+    denied = forward.Verdict(
+        policy(), *forward.decide_request(policy(), "http://b.other.org/", "GET", [])
+    )
     assert (denied.status, denied.code, denied.rule) == (403, "domain_not_allowed", "default")
     assert denied.message.startswith("refused by the gateway: ")
-    connect = forward.ProxyCall(source=None, url="a.example.com", method="CONNECT")
-    connect.policy = policy()
-    assert await traffic.connect(connect, (443,)) is None  # no port: not host:port
-    traffic.close()
-
-
-def test_a_content_type_is_judged_only_when_the_policy_lists_types() -> None:
-    traffic = _traffic()
-    open_policy = forward.Verdict(
-        policy(), forward.decide_request(policy(), "http://a.example.com/", "GET", [])[0], None
-    )
-    assert traffic.response(open_policy, [(b"Content-Type", b"image/png")]) is open_policy
-    listed = policy("proxy_limits: {content_types: [text/*]}\n")
-    decision, target = forward.decide_request(listed, "http://a.example.com/", "GET", [])
-    verdict = forward.Verdict(listed, decision, target)
-    assert not traffic.response(verdict, [(b"content-type", b"image/png")]).allowed
-    assert traffic.response(verdict, [(b"Content-Type", b"text/html")]) is verdict
-    traffic.close()

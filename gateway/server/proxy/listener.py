@@ -4,34 +4,44 @@ CONNECT tunnels, decided by the caller's policy and audited, on its own port.
 A raw asyncio protocol rather than aiohttp's server: every request the strict reader
 (`request`) refuses still gets the gateway's headers and an audit record, an idle keep-alive
 connection costs one small object and no task, and tunnel bytes pass from one transport to
-the other without any parsing (flow control both ways). Decisions come from the use case
-(`tools.forward`), and so do the upstream connections (its pool for HTTP, a checked
-connection for CONNECT): this package only parses, asks and relays.
+the other without any parsing (flow control both ways). Each request is the use case's
+machine (`tools.forward_flow`), fed from these callbacks: a request it decides at once (a
+refusal) is answered in the read that brought its head, with no task; one that waits for
+I/O (the lease, the body, the upstream) gets one task that carries out its commands. The
+upstream connections are the use case's too (its pool for HTTP, a checked connection for
+CONNECT): this package only parses, carries out and relays.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import time
-from collections.abc import Callable, Collection
 from typing import Any
 
 from gateway.errors import (
     AuditWriteError,
-    GatewayError,
     RequestTooLargeError,
     UnauthorizedError,
     UnavailableError,
 )
-from gateway.limits import FREE_LEASE, InMemoryLimiter, Lease, Limiter
+from gateway.limits import Limiter
 from gateway.runtime import ClientIdentity, PolicyState, Services
-from gateway.server.proxy.auth import authenticate_basic
+from gateway.server.proxy.auth import authenticate_basic, claimed_user
 from gateway.server.proxy.exchange import Exchange
 from gateway.server.proxy.ports import ClientSide, TunnelRelay
-from gateway.server.proxy.request import (
+from gateway.server.proxy.responses import plain_response
+from gateway.server.proxy.watch import IdleWatch
+from gateway.tools.forward_flow import (
+    Answer,
+    Command,
+    Reached,
+    refused_connection_record,
+    unread_request_record,
+)
+from gateway.wire.http1 import unfinished_head_problem
+from gateway.wire.request import (
     MAX_HEAD,
     MAX_LINE,
     BadRequestError,
@@ -39,11 +49,6 @@ from gateway.server.proxy.request import (
     RequestHead,
     parse_request_head,
 )
-from gateway.server.proxy.responses import plain_response
-from gateway.server.proxy.watch import IdleWatch
-from gateway.tools.forward import Verdict
-from gateway.tools.records import new_event_id, proxy_record
-from gateway.wire.http1 import unfinished_head_problem
 
 log = logging.getLogger("gateway.proxy")
 
@@ -104,7 +109,7 @@ class ProxyConnection(asyncio.Protocol):
         self.drain_waiter: asyncio.Future[None] | None = None
         self.tunnel: TunnelRelay | None = None
         self.auth: tuple[PolicyState, str | None, ClientIdentity | None] | None = None
-        self.last_destination: tuple[Verdict, str | None] | None = None
+        self.last_destination: Reached | None = None
         self.watch: IdleWatch | None = None  # made by the first absolute-form request
         self.lost_reason: str | None = None  # how the connection ended, once it has
 
@@ -240,12 +245,27 @@ class ProxyConnection(asyncio.Protocol):
         except BadRequestError as exc:
             self.proxy.refuse_unparsed(self, str(exc), raw[:200])
             return
-        self.task = self.proxy.loop.create_task(self._serve(head))
+        proxy = self.proxy
+        try:
+            exchange, command = proxy.begin(self, head)
+            if not isinstance(command, Answer):  # I/O to wait for: a task carries it out
+                self.task = proxy.loop.create_task(self._serve(exchange, command))
+                return
+            # Decided in this callback (a refusal, an error): answered now, with no task.
+            keep_alive = exchange.answer(command)
+        except (ClientGoneError, ConnectionError):
+            keep_alive = False
+        except Exception:
+            log.exception("proxy request failed")
+            keep_alive = False
+        # The next head is read in a later callback, as after a task: pipelined refusals
+        # never nest, and what arrives meanwhile waits in the bounded buffer.
+        proxy.loop.call_soon(self._served, keep_alive)
 
-    async def _serve(self, head: RequestHead) -> None:
+    async def _serve(self, exchange: Exchange, command: Command) -> None:
         keep_alive = False
         try:
-            keep_alive = await self.proxy.handle(self, head)
+            keep_alive = await self.proxy.carry_out(exchange, command)
         except (ClientGoneError, ConnectionError, asyncio.CancelledError):
             keep_alive = False
         except Exception:
@@ -253,6 +273,10 @@ class ProxyConnection(asyncio.Protocol):
             keep_alive = False
         finally:
             self.task = None
+        self._served(keep_alive)
+
+    def _served(self, keep_alive: bool) -> None:
+        """A request is answered: wait for the next head, or close."""
         if self.state in (TUNNEL_STATE, CLOSED_STATE) or self.transport is None:
             return
         if not keep_alive or self.proxy.draining or self.client_eof:
@@ -417,7 +441,7 @@ class ForwardProxy:
         # Tunnels relay with splice(2) where the platform has it; a test turns it off to
         # exercise the transport relay, which stays in use elsewhere.
         self.splice = True
-        self.limiter: Limiter = limiter or getattr(services, "limiter", None) or InMemoryLimiter()
+        self.limiter: Limiter = limiter or services.limiter
         self.connections: set[ProxyConnection] = set()
         self.tunnels: set[TunnelRelay] = set()
         self.per_ip: dict[str, int] = {}
@@ -474,8 +498,7 @@ class ForwardProxy:
         client is known yet), a 503 with Retry-After, closed. A flood of connections costs
         one record each and reads nothing."""
         assert conn.transport is not None
-        event_id = new_event_id()
-        record = _record_before_identity(conn, event_id, refusal, 503)
+        event_id, record = refused_connection_record(conn.peer, refusal)
         try:
             self.audit(record)
         except AuditWriteError as exc:
@@ -520,12 +543,7 @@ class ForwardProxy:
     ) -> None:
         """A request the reader refused: audited, answered 400 bad_request (408 for a head
         that did not finish in time), closed."""
-        event_id = new_event_id()
-        line = start.split(b"\r\n", 1)[0].decode("latin-1")
-        method = line.split(" ", 1)[0][:32] if line else None
-        error = GatewayError(message, reason="bad_request")
-        record = _record_before_identity(conn, event_id, error, status, method=method)
-        record["error"]["code"] = "bad_request"
+        event_id, record = unread_request_record(conn.peer, message, start, status)
         reason = "bad_request"
         try:
             self.audit(record)
@@ -541,24 +559,32 @@ class ForwardProxy:
 
     # --- requests -----------------------------------------------------------------------
 
-    async def handle(self, conn: ProxyConnection, head: RequestHead) -> bool:
-        """Serve one request; True when the connection may carry another."""
+    def begin(self, conn: ProxyConnection, head: RequestHead) -> tuple[Exchange, Command]:
+        """A request's machine, fed who asks: its first command (an Answer when it is
+        decided without waiting for anything)."""
         exchange = Exchange(self, conn, head)
+        flow = exchange.flow
+        header = None
         try:
             header = head.get("proxy-authorization")
             client = self._authenticate(conn, header)
         except BadRequestError as exc:
-            return exchange.fail(400, "bad_request", str(exc), keep_alive=False)
+            return exchange, flow.bad_credentials(str(exc))
         except UnauthorizedError as exc:
-            return exchange.unauthorized(exc, header)
-        exchange.identify(client)
-        if self.draining or self.services.draining:
-            shutting_down = UnavailableError("the gateway is shutting down", retry_after=5)
-            return exchange.gateway_error(shutting_down, keep_alive=False)
+            claimed = claimed_user(header, {c.id for c in self.services.state.clients})
+            return exchange, flow.unauthorized(exc.message, claimed)
+        command = flow.identified(
+            client,
+            self.services.state.default_policy,
+            draining=self.draining or self.services.draining,
+        )
+        return exchange, command
+
+    async def carry_out(self, exchange: Exchange, command: Command) -> bool:
+        """Carry out a request's commands; True when the connection may carry another."""
+        conn = exchange.conn
         try:
-            if head.method == "CONNECT":
-                return await exchange.connect()
-            return await exchange.forward()
+            return await exchange.run(command)
         except (ClientGoneError, asyncio.CancelledError) as exc:
             # A client that went away cancels its request, as does the end of the shutdown
             # grace: what the policy decided for it still gets its record.
@@ -583,63 +609,23 @@ class ForwardProxy:
         conn.auth = (state, header, client)
         return client
 
-    async def acquire(self, client: ClientIdentity | None) -> Lease:
-        if client is None:
-            return FREE_LEASE
-        return await self.limiter.acquire(client.id, client.limits)
-
     # --- reload, drain, close -----------------------------------------------------------
 
     def revalidate(self, old: PolicyState, new: PolicyState) -> None:
         """After a reload: close tunnels and idle keep-alive connections whose client was
-        removed (or changed token) or whose destination the new policy denies. Requests in
-        flight finish under the policy they started with."""
+        removed (or changed token) or whose destination the new policy denies, as the use
+        case re-decides them. Requests in flight finish under the policy they started with."""
+        after_reload = self.traffic.after_reload
         connect_ports = self.proxy_config.connect_ports
         for tunnel in list(self.tunnels):
-            why = self._still_allowed(new, tunnel.client, tunnel.verdict, tunnel.ip, connect_ports)
+            why = after_reload(new, tunnel.flow.client, tunnel.flow.reached, connect_ports)
             if why is not None:
                 tunnel.close(why)
         for conn in list(self.connections):
             if not conn.idle or conn.auth is None:
                 continue
-            client = conn.auth[2]
-            destination = conn.last_destination
-            verdict, ip = destination if destination else (None, None)
-            why = self._still_allowed(new, client, verdict, ip)
-            if why is not None:
+            if after_reload(new, conn.auth[2], conn.last_destination) is not None:
                 conn.close()
-
-    def _still_allowed(
-        self,
-        state: PolicyState,
-        client: ClientIdentity | None,
-        verdict: Verdict | None,
-        ip: str | None,
-        connect_ports: Collection[int] | None = None,
-    ) -> str | None:
-        """None when a connection may stay open under `state`, else why it must close: its
-        client is gone, or the use case's decision under the client's new policy refuses."""
-        if client is None:
-            if state.auth_required:
-                return "client_removed"
-            policy = state.default_policy
-        else:
-            current = next(
-                (
-                    c
-                    for c in state.clients
-                    if c.id == client.id
-                    and hmac.compare_digest(c.token_sha256, client.token_sha256)
-                ),
-                None,
-            )
-            if current is None:
-                return "client_removed"
-            policy = current.policy
-        if verdict is None:
-            return None
-        allowed = self.traffic.still_open(policy, verdict, ip, connect_ports)
-        return None if allowed else "policy_reload"
 
     async def drain(self) -> None:
         """Stop accepting, close idle keep-alive connections; requests and tunnels in flight
@@ -697,35 +683,9 @@ def install_forward_proxy(services: Services) -> None:
         assert port is not None
         binds = await proxy.start(services.config.listen.host, port)
         services.on_drain.append(proxy.drain)
-        _append(services, "on_close", proxy.close)
-        _append(services, "on_reload", proxy.revalidate)
+        services.on_close.append(proxy.close)
+        services.on_reload.append(proxy.revalidate)
         services.status_providers["proxy"] = proxy.status
         return binds
 
     services.extra_sites.append(start)
-
-
-def _append(services: Services, hook: str, callback: Callable[..., Any]) -> None:
-    hooks = getattr(services, hook, None)
-    if hooks is not None:
-        hooks.append(callback)
-
-
-def _record_before_identity(
-    conn: ProxyConnection, event_id: str, error: GatewayError, status: int, **fields: Any
-) -> dict[str, Any]:
-    """A `proxy_http` refusal made before any client or policy is known: the source address,
-    the error and the status the answer carries."""
-    return proxy_record(
-        "proxy_http",
-        event_id=event_id,
-        duration_ms=0,
-        client_id=None,
-        policy=None,
-        decision=None,
-        error=error,
-        source=conn.peer,
-        status=status,
-        request_id=event_id,
-        **fields,
-    )

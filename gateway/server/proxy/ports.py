@@ -12,20 +12,18 @@ from collections.abc import Coroutine
 from typing import Any, Protocol
 
 from gateway.config import ProxyConfig
-from gateway.limits import Lease
-from gateway.runtime import ClientIdentity, Services
-from gateway.server.proxy.request import RequestHead
+from gateway.limits import Limiter
+from gateway.runtime import Services
 from gateway.server.proxy.watch import IdleWatch
-from gateway.tools.forward import Verdict
+from gateway.tools.forward_flow import Reached, TunnelFlow
 from gateway.tools.forward_traffic import ForwardTraffic
+from gateway.wire.request import RequestHead
 
 
 class TunnelRelay(Protocol):
     """A CONNECT tunnel, as its client connection and the listener drive it."""
 
-    client: ClientIdentity | None
-    verdict: Verdict  # what allowed the CONNECT: re-asked after a reload
-    ip: str  # the address the upstream side is connected to
+    flow: TunnelFlow  # who it is for, what allowed it, where it goes: re-asked after a reload
 
     def start(self, leftover: bytes) -> None: ...
 
@@ -51,7 +49,7 @@ class ClientSide(Protocol):
     lost_reason: str | None
     watch: IdleWatch | None
     # What allowed its last request, and the address it went to: re-asked after a reload.
-    last_destination: tuple[Verdict, str | None] | None
+    last_destination: Reached | None
     write_paused: bool
 
     def write(self, data: bytes) -> None: ...
@@ -65,7 +63,7 @@ class ClientSide(Protocol):
 
 class ProxyHost(Protocol):
     """The listener, as a request or a tunnel uses it: the services, its settings, the
-    forward-traffic use case, the open tunnels, and four calls."""
+    forward-traffic use case, the limiter, the open tunnels, and three calls."""
 
     services: Services
     proxy_config: ProxyConfig
@@ -75,12 +73,10 @@ class ProxyHost(Protocol):
     header_timeout: float
     splice: bool
     tunnels: set[TunnelRelay]
+    limiter: Limiter
 
     def audit(self, record: dict[str, Any]) -> None:
         """Write one record (raises AuditWriteError)."""
-
-    async def acquire(self, client: ClientIdentity | None) -> Lease:
-        """The client's rate and concurrency lease (raises RateLimitedError)."""
 
     def gone(self, conn: ClientSide) -> tuple[str, str]:
         """Why a request of `conn` ended unanswered, and a message saying so."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 import functools
 import re
 
-from gateway.server.proxy.request import RequestHead
 from gateway.wire.http1 import ResponseHead, has_body
+from gateway.wire.request import RequestHead
 
 # Response headers that describe one hop, never forwarded (RFC 9110 7.6.1).
 RESPONSE_HOP_BY_HOP = frozenset(

@@ -15,8 +15,6 @@ import time
 from typing import Any
 
 from gateway.errors import AuditWriteError
-from gateway.limits import Lease
-from gateway.runtime import ClientIdentity
 from gateway.server.proxy.ports import ClientSide, ProxyHost
 from gateway.server.proxy.splice import SPLICE_AVAILABLE, SplicePump
 from gateway.server.proxy.tls_hello import (
@@ -25,7 +23,7 @@ from gateway.server.proxy.tls_hello import (
     NotTLSError,
     parse_client_hello,
 )
-from gateway.tools.forward import ProxyCall, Verdict
+from gateway.tools.forward_flow import TunnelFlow
 
 log = logging.getLogger("gateway.proxy")
 
@@ -84,11 +82,7 @@ class Tunnel:
         "conn",
         "upstream",
         "upstream_transport",
-        "call",
-        "client",
-        "verdict",
-        "ip",
-        "lease",
+        "flow",
         "verified",
         "hello",
         "started",
@@ -110,22 +104,14 @@ class Tunnel:
         conn: ClientSide,
         upstream: UpstreamSide,
         upstream_transport: asyncio.Transport,
-        call: ProxyCall,
-        client: ClientIdentity | None,
-        verdict: Verdict,
-        ip: str,
-        lease: Lease,
+        flow: TunnelFlow,
         require_tls: bool,
     ) -> None:
         self.proxy = proxy
         self.conn = conn
         self.upstream = upstream
         self.upstream_transport = upstream_transport
-        self.call = call
-        self.client = client
-        self.verdict = verdict
-        self.ip = ip
-        self.lease = lease
+        self.flow = flow  # the use case's side: decisions, the record, the lease
         self.verified = not require_tls
         self.hello = bytearray()
         self.started = time.monotonic()
@@ -331,13 +317,13 @@ class Tunnel:
     def _judge_start(self, *, not_tls: str | None = None, server_name: str | None = None) -> bool:
         """The use case's verdict on the first bytes; a refusal closes the tunnel. True when
         they may pass."""
-        verdict = self.verdict.tunnel_start(not_tls=not_tls, server_name=server_name)
-        if verdict.allowed:
+        end = self.flow.first_bytes(not_tls=not_tls, server_name=server_name)
+        if end is None:
             return True
-        self.close(verdict.code, verdict)
+        self.close(end, refused=True)
         return False
 
-    def close(self, end: str, tls: Verdict | None = None) -> None:
+    def close(self, end: str, *, refused: bool = False) -> None:
         """End the tunnel once: both sides closed, one `tunnel_close` record, lease back."""
         if self.closed:
             return
@@ -348,27 +334,21 @@ class Tunnel:
         self.proxy.tunnels.discard(self)
         if self.pump is not None:
             self.pump.stop()
-        abort = tls is not None
+        abort = refused  # a refused start is cut, not ended politely
         for transport in (self.conn.transport, self.upstream_transport):
             if transport is not None and not transport.is_closing():
                 transport.abort() if abort else transport.close()
         duration_ms = int((time.monotonic() - self.started) * 1000)
-        record = self.call.tunnel_close(
-            self.verdict,
-            end=end,
-            duration_ms=duration_ms,
-            bytes_up=self.bytes_up,
-            bytes_down=self.bytes_down,
-            ip=self.ip,
-            tls=tls,
+        record = self.flow.closed(
+            end, duration_ms=duration_ms, bytes_up=self.bytes_up, bytes_down=self.bytes_down
         )
         try:
             self.proxy.audit(record)
         except AuditWriteError:
             log.error(
-                "could not write a tunnel_close record", extra={"event_id": self.call.event_id}
+                "could not write a tunnel_close record", extra={"event_id": self.flow.event_id}
             )
-        self.proxy.spawn(self.lease.release())
+        self.proxy.spawn(self.flow.lease.release())
 
     def status(self) -> dict[str, Any]:
-        return {"host": self.verdict.host, "up": self.bytes_up, "down": self.bytes_down}
+        return {"host": self.flow.verdict.host, "up": self.bytes_up, "down": self.bytes_down}

@@ -512,3 +512,22 @@ async def test_a_request_while_draining_is_503_with_retry_after(env) -> None:
     assert headers["retry-after"] == "5" and headers["connection"] == "close"
     [record] = env.records("proxy_http")
     assert record["error"]["code"] == "unavailable"
+
+
+async def test_refusals_sent_ahead_are_each_answered_and_recorded_in_order(env) -> None:
+    # A refusal is decided in the read that brought its head, with no task; a long run of
+    # pipelined ones (more than the head buffer's bound, more than the interpreter's recursion
+    # limit) is still answered one by one, in order, each with its record.
+    count = 1200
+    requests = [
+        f"GET http://denied.example.org/{n} HTTP/1.1\r\nHost: denied.example.org\r\n\r\n".encode()
+        for n in range(count)
+    ]
+    requests.append(get_request(env, "/echo?n=last", "Connection: close\r\n"))
+    raw = await raw_exchange(env.port, b"".join(requests), read_timeout=30)
+    assert raw.count(b"HTTP/1.1 403") == count and raw.count(b"HTTP/1.1 200") == 1
+    assert raw.rindex(b"HTTP/1.1 403") < raw.index(b"HTTP/1.1 200")
+    records = env.records("proxy_http")
+    assert len(records) == count + 1
+    urls = [r["url"]["original"] for r in records[:count]]
+    assert urls == [f"http://denied.example.org/{n}" for n in range(count)]

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.config import ServerConfig
-from gateway.server.proxy.request import parse_request_head
 from gateway.server.proxy.responses import RESPONSE_HOP_BY_HOP, response_head
 from gateway.wire import http1
+from gateway.wire.request import parse_request_head
 from tests.server.proxy.env import ProxyEnv, parse_head, start_env
 
 # Long enough that a test relying on it would hit its own socket timeout first: every answer

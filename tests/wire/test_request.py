@@ -1,4 +1,4 @@
-"""The proxy's strict request reader: the one-regex fast paths (for a header line, for a
+"""The strict request reader (wire/request): the one-regex fast paths (for a header line, for a
 whole short head) accept and read exactly what the line-by-line checks do, and lookups by
 name see every spelling."""
 
@@ -8,8 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.server.proxy.request import (
+from gateway.wire import http1
+from gateway.wire.request import (
     BadRequestError,
+    ChunkedDecoder,
     _any_head,
     _header,
     parse_request_head,
@@ -128,3 +130,81 @@ def test_a_repeated_single_header_is_refused_on_lookup() -> None:
 def test_refusals_say_why(head, message) -> None:
     with pytest.raises(BadRequestError, match=message):
         parse_request_head(head)
+
+
+FRAMING_VALUES = st.sampled_from(
+    [b"0", b"12", b"012", b"-1", b"1e3", b" 7", b"chunked", b"Chunked", b"gzip, chunked", b""]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(FRAMING_VALUES, max_size=2), st.lists(FRAMING_VALUES, max_size=2))
+def test_requests_and_responses_are_framed_by_one_rule(lengths, codings) -> None:
+    """The same Content-Length and Transfer-Encoding values frame a request and a response
+    alike (one rule, wire.http1.body_framing): both readers accept, or both refuse."""
+    fields = [b"Content-Length: " + v for v in lengths]
+    fields += [b"Transfer-Encoding: " + v for v in codings]
+    try:
+        request = parse_request_head(b"\r\n".join([b"POST http://a.example/ HTTP/1.1", *fields]))
+        as_request: tuple[int | None, bool] | None = (request.content_length, request.chunked)
+    except BadRequestError:
+        as_request = None
+    try:
+        response = http1.parse_response_head(b"\r\n".join([b"HTTP/1.1 200 OK", *fields]), "GET")
+        as_response: tuple[int | None, bool] | None = (response.content_length, response.chunked)
+    except http1.BadResponseError:
+        as_response = None
+    assert as_request == as_response
+
+
+def _decode(data: bytes, cuts: list[int]) -> tuple[bytes, bytes] | None:
+    """A chunked request body fed in the pieces `cuts` makes: (body, what followed it), or
+    None when refused."""
+    decoder = ChunkedDecoder()
+    buffer, body = bytearray(), b""
+    bounds = [0, *cuts, len(data)]
+    fed = 0
+    try:
+        for start, end in zip(bounds, bounds[1:], strict=False):
+            buffer += data[start:end]
+            fed = end
+            body += decoder.feed(buffer)
+            if decoder.done:
+                break
+    except BadRequestError:
+        return None
+    if not decoder.done:
+        return None
+    return body, bytes(buffer) + data[fed:]
+
+
+CHUNKED = st.sampled_from(
+    [
+        b"3\r\nabc\r\n0\r\n\r\n",
+        b"3;x=1\r\nabc\r\n0\r\nT: v\r\n\r\n",
+        b'3;x="q"\r\nabc\r\n0\r\n\r\nGET',
+        b"3 \r\nabc\r\n0\r\n\r\n",
+        b"3\r\nabcX0\r\n\r\n",
+        b"3\nabc\r\n0\r\n\r\n",
+        b"zz\r\nab\r\n0\r\n\r\n",
+        b"0\r\n folded\r\n\r\n",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(CHUNKED, st.lists(st.integers(min_value=1, max_value=30), max_size=4))
+def test_a_chunked_request_body_reads_the_same_however_it_is_cut(data, cuts) -> None:
+    """The request's chunked decoding is the response's (http1.ChunkedBody): one answer for
+    a body whole or in pieces, the bytes after it left for the next request."""
+    cuts = sorted({c for c in cuts if c < len(data)})
+    whole = _decode(data, [])
+    assert _decode(data, cuts) == whole
+    response_side = http1.ChunkedBody()
+    out: list = []
+    try:
+        used = response_side.feed(data, out)
+        as_response = (b"".join(out), data[used:]) if response_side.done else None
+    except http1.BadResponseError:
+        as_response = None
+    assert whole == as_response

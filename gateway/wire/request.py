@@ -1,4 +1,6 @@
-"""The forward proxy's HTTP/1.x request reader: strict, so no two parsers can disagree.
+"""HTTP/1.x requests as the forward proxy reads them, with the grammar and framing rules of
+`wire.http1` (the same token, field-value and field-line patterns, the same body framing),
+so no two readers of the gateway can disagree about where a message ends.
 
 Anything a lenient server and a strict one could read differently is refused rather than
 repaired (request smuggling lives in that gap): bare CR or LF, obs-fold, spaces before the
@@ -10,29 +12,55 @@ CONNECT, over-long lines. Pure: no sockets, no asyncio.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+
+from gateway.wire.http1 import (
+    BOTH_FRAMINGS,
+    CHUNK_EXTENSION,
+    CHUNK_FIELDS,
+    CHUNK_LINE_BREAK,
+    CHUNK_LINE_TOO_LONG,
+    CHUNK_NO_CRLF,
+    CHUNK_SIZE,
+    CHUNK_TRAILER,
+    CODING_NOT_CHUNKED,
+    FIELD,
+    LENGTH_NOT_DECIMAL,
+    LENGTH_REPEATED,
+    TOKEN,
+    VALUE,
+    ChunkedBody,
+    FramingError,
+    body_framing,
+)
 
 MAX_LINE = 8192
 MAX_HEAD = 32 * 1024
 MAX_HEADERS = 100
-MAX_CHUNK_LINE = 1024
-MAX_TRAILER = 16 * 1024
 
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
-_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_TOKEN = re.compile(TOKEN + rb"\Z")
+_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # what VALUE excludes
 _TARGET = re.compile(rb"[\x21-\x7e]+\Z")
-_HEX = re.compile(rb"[0-9A-Fa-f]{1,15}\Z")
-_DIGITS = re.compile(r"[0-9]{1,18}\Z")
-# A whole header line in one match (name, value); a line it refuses goes through `_header`,
-# which says what is wrong. Equivalent to `_header`'s checks, so no line passes one and not
-# the other.
-_FIELD = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):([^\x00-\x08\x0a-\x1f\x7f]*)\Z")
+# A whole header line in one match (name, value): http1.FIELD. A line it refuses goes through
+# `_header`, which says what is wrong; the two are held to each other by a hypothesis test.
+_FIELD = FIELD
 # A whole head whose every line `_request_line` and `_FIELD` accept (its length is checked
 # apart), in one match.
-_USUAL_HEAD = re.compile(
-    rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+ [\x21-\x7e]+ HTTP/1\.[01]"
-    rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\x00-\x08\x0a-\x1f\x7f]*)*\Z"
-)
+_USUAL_HEAD = re.compile(rb"%b [\x21-\x7e]+ HTTP/1\.[01](?:\r\n%b:%b)*\Z" % (TOKEN, TOKEN, VALUE))
+_CHUNK_PROBLEMS = {
+    CHUNK_NO_CRLF: "a chunk is not followed by CRLF",
+    CHUNK_LINE_TOO_LONG: "a chunk-size or trailer line is too long",
+    CHUNK_LINE_BREAK: "a chunk-size or trailer line is malformed (lines end with CRLF)",
+    CHUNK_SIZE: "a chunk size is not a hexadecimal number",
+    CHUNK_EXTENSION: "a chunk extension is malformed",
+    CHUNK_TRAILER: "the chunked trailer is malformed or too large",
+    CHUNK_FIELDS: f"more than {MAX_HEADERS} trailer fields",
+}
+_FRAMING_PROBLEMS = {
+    BOTH_FRAMINGS: "both Content-Length and Transfer-Encoding: ambiguous framing",
+    LENGTH_REPEATED: "Content-Length is repeated",
+    LENGTH_NOT_DECIMAL: "Content-Length is not a decimal number",
+    CODING_NOT_CHUNKED: "the only transfer coding accepted is a single 'chunked'",
+}
 NO_BODY_METHODS = frozenset({"GET", "HEAD", "CONNECT", "TRACE"})
 HOP_BY_HOP = frozenset(
     {
@@ -54,17 +82,43 @@ class BadRequestError(ValueError):
     """The request cannot be read unambiguously; the message says what is wrong."""
 
 
-@dataclass(frozen=True, slots=True)
 class RequestHead:
-    method: str
-    target: str
-    version: str  # "HTTP/1.1" | "HTTP/1.0"
-    headers: tuple[tuple[str, str], ...]  # as sent (name case kept), values trimmed
-    content_length: int | None
-    chunked: bool
-    keep_alive: bool
-    # Values by lower-case name, in order: each lookup is one dict access.
-    fields: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
+    """A request head the reader accepted: its line, its fields (names as sent, values
+    trimmed) and its framing. A plain slotted class, not a frozen dataclass: it is made once
+    per request, and a frozen dataclass's __init__ sets each field through
+    object.__setattr__."""
+
+    __slots__ = (
+        "method",
+        "target",
+        "version",
+        "headers",
+        "content_length",
+        "chunked",
+        "keep_alive",
+        "fields",
+    )
+
+    def __init__(
+        self,
+        method: str,
+        target: str,
+        version: str,
+        headers: tuple[tuple[str, str], ...],
+        content_length: int | None,
+        chunked: bool,
+        keep_alive: bool,
+        fields: dict[str, list[str]],
+    ) -> None:
+        self.method = method
+        self.target = target
+        self.version = version  # "HTTP/1.1" | "HTTP/1.0"
+        self.headers = headers  # as sent (name case kept), values trimmed
+        self.content_length = content_length
+        self.chunked = chunked
+        self.keep_alive = keep_alive
+        # Values by lower-case name, in order: each lookup is one dict access.
+        self.fields = fields
 
     def get(self, name: str) -> str | None:
         """The one value of a header that must not repeat; None when absent."""
@@ -177,22 +231,17 @@ def _framed(method: str, target: str, version: str, headers: list[tuple[str, str
             values.append(value)
     lengths = fields.get("content-length")
     codings = fields.get("transfer-encoding")
-    if lengths and codings:
-        raise BadRequestError("both Content-Length and Transfer-Encoding: ambiguous framing")
-    content_length = None
-    if lengths:
-        if len(lengths) > 1:
-            raise BadRequestError("Content-Length is repeated")
-        if not _DIGITS.match(lengths[0]):
-            raise BadRequestError("Content-Length is not a decimal number")
-        content_length = int(lengths[0])
-    chunked = False
-    if codings:
-        if version == "HTTP/1.0":
+    content_length, chunked = None, False
+    if lengths or codings:
+        if codings and not lengths and version == "HTTP/1.0":
             raise BadRequestError("Transfer-Encoding in an HTTP/1.0 request")
-        if [c.strip().lower() for c in ",".join(codings).split(",")] != ["chunked"]:
-            raise BadRequestError("the only transfer coding accepted is a single 'chunked'")
-        chunked = True
+        try:
+            content_length, chunked = body_framing(
+                [v.encode("latin-1") for v in lengths or ()],
+                [v.encode("latin-1") for v in codings or ()],
+            )
+        except FramingError as exc:
+            raise BadRequestError(_FRAMING_PROBLEMS[exc.kind]) from None
     if method in NO_BODY_METHODS and (chunked or content_length):
         raise BadRequestError(f"a {method} request must not carry a body")
     options = fields.get("connection", []) + fields.get("proxy-connection", [])
@@ -207,67 +256,28 @@ def _framed(method: str, target: str, version: str, headers: list[tuple[str, str
 
 
 class ChunkedDecoder:
-    """Incremental, strict chunked decoding (RFC 9112 7.1); trailers are read and dropped."""
+    """A request body's chunked decoding (RFC 9112 7.1): `http1.ChunkedBody`, the decoder of
+    responses, under this reader's limits and words; trailers are read and dropped."""
 
-    __slots__ = ("_state", "_left", "_trailer")
+    __slots__ = ("_body",)
 
     def __init__(self) -> None:
-        self._state = "size"
-        self._left = 0
-        self._trailer = 0
+        self._body = ChunkedBody(
+            max_line=MAX_LINE,
+            max_fields=MAX_HEADERS,
+            error=BadRequestError,
+            problems=_CHUNK_PROBLEMS,
+        )
 
     @property
     def done(self) -> bool:
-        return self._state == "done"
+        return self._body.done
 
     def feed(self, buffer: bytearray) -> bytes:
-        """Decode what `buffer` holds, consuming it; returns the body bytes found."""
-        out = bytearray()
-        while buffer and self._state != "done":
-            if self._state == "data":
-                take = min(self._left, len(buffer))
-                out += buffer[:take]
-                del buffer[:take]
-                self._left -= take
-                if self._left == 0:
-                    self._state = "crlf"
-                continue
-            if self._state == "crlf":
-                if len(buffer) < 2:
-                    break
-                if buffer[:2] != b"\r\n":
-                    raise BadRequestError("a chunk is not followed by CRLF")
-                del buffer[:2]
-                self._state = "size"
-                continue
-            end = buffer.find(b"\r\n")
-            limit = MAX_CHUNK_LINE if self._state == "size" else MAX_LINE
-            if end < 0:
-                if len(buffer) > limit or b"\n" in buffer or b"\r" in buffer[:-1]:
-                    raise BadRequestError("a chunk-size or trailer line is malformed")
-                break
-            line = bytes(buffer[:end])
-            del buffer[: end + 2]
-            if self._state == "size":
-                self._size_line(line)
-            else:
-                self._trailer_line(line)
-        return bytes(out)
-
-    def _size_line(self, line: bytes) -> None:
-        if len(line) > MAX_CHUNK_LINE or b"\r" in line or b"\n" in line:
-            raise BadRequestError("a chunk-size line is malformed")
-        size, _, extension = line.partition(b";")
-        if not _HEX.match(size) or _BAD_VALUE.search(extension):
-            raise BadRequestError("a chunk size is not a hexadecimal number")
-        self._left = int(size, 16)
-        self._state = "data" if self._left else "trailer"
-
-    def _trailer_line(self, line: bytes) -> None:
-        if not line:
-            self._state = "done"
-            return
-        self._trailer += len(line) + 2
-        if self._trailer > MAX_TRAILER:
-            raise BadRequestError("the chunked trailer is too large")
-        _header(line)
+        """Decode what `buffer` holds, consuming what the body used (bytes after its last
+        chunk stay: the next request); returns the body bytes found."""
+        out: list[bytes | memoryview] = []
+        used = self._body.feed(bytes(buffer), out)
+        body = b"".join(out)
+        del buffer[:used]
+        return body
