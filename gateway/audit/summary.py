@@ -88,6 +88,13 @@ def kind_of(record: Mapping[str, Any]) -> RecordKind:
     return RecordKind.DECISION
 
 
+def failures_in(record: Mapping[str, Any]) -> int:
+    """How many failed authentications an `auth_failure` record stands for: one, or the
+    `event.count` of a window's repeated failures from one address, written as one record."""
+    count = section(record, "event").get("count")
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1
+
+
 def parse_since(text: str, *, now: float) -> float:
     """`24h`, `30m`, `7d`, `2w`, `90s` (before `now`) or an ISO 8601 UTC time; ValueError else."""
     value = text.strip()
@@ -164,7 +171,7 @@ class Summariser:
             self.first = seen if self.first is None else min(self.first, seen)
             self.last = seen if self.last is None else max(self.last, seen)
         kind = kind_of(record)
-        self.kinds[kind] += 1
+        self.kinds[kind] += failures_in(record) if kind is RecordKind.AUTH_FAILURE else 1
         if kind in (RecordKind.AUTH_CHALLENGE, RecordKind.AUTH_FAILURE, RecordKind.TUNNEL_CLOSE):
             return  # not a request decided: counted apart, above
         tool = action_of(record) or "unknown"

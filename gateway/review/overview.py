@@ -33,7 +33,7 @@ from gateway.audit.fields import (
     section,
     text_field,
 )
-from gateway.audit.summary import RecordKind, kind_of
+from gateway.audit.summary import RecordKind, failures_in, kind_of
 from gateway.review.files import AuditFolder, LogFile
 from gateway.review.query import RELOAD_ACTION
 
@@ -115,7 +115,7 @@ class Tally:
             return
         self.records += 1
         kind = kind_of(record)
-        self.kinds[kind] += 1
+        self.kinds[kind] += failures_in(record) if kind is RecordKind.AUTH_FAILURE else 1
         if kind in (RecordKind.AUTH_CHALLENGE, RecordKind.AUTH_FAILURE, RecordKind.TUNNEL_CLOSE):
             return  # no client's request decided: counted apart
         client = client_of(record) or "-"

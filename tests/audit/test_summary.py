@@ -16,6 +16,7 @@ from gateway.errors import InvalidRequestError, UnauthorizedError
 from gateway.policy.engine import Decision, Reason
 from gateway.runtime import ClientIdentity, PolicyState
 from gateway.server.proxy.auth import authenticate_basic
+from gateway.tools.authfailures import AuthFailureRecorder
 from gateway.tools.context import CallContext
 from gateway.tools.records import (
     auth_failure_record,
@@ -330,3 +331,25 @@ async def test_a_proxy_clients_probe_and_tunnel_count_as_one_decision_each(
         "malformed_requests": 1, "auth_challenges": 1, "auth_failures": 0, "tunnel_closes": 1
     }  # fmt: skip
     assert summary["top_denied_domains"] == [] and summary["deny_reasons"] == {}
+
+
+def test_a_window_of_failed_credentials_counts_each_failure(tmp_path: Path) -> None:
+    """The recorder writes a window's repeated failures from one address as one record with
+    `event.count`: the summary counts the failures, not the records."""
+    clock, wall = FakeClock(100.0), FakeClock(1_800_000_000.0)
+    log = open_log(tmp_path / "a.jsonl")
+    recorder = AuthFailureRecorder(log, window=60, budget=1000, clock=clock, wall_clock=wall)
+    for _ in range(300):
+        recorder.failed(
+            transport="api",
+            message="unknown client id or token",
+            client_hint=None,
+            source=("127.0.0.9", 40000),
+            request_id=None,
+        )
+    recorder.flush(everything=True)
+    log.close()
+    result = summarise_files([str(tmp_path / "a.jsonl")])
+    assert result["records"] == 2  # the first failure at once, then the window's 299
+    assert result["not_decisions"]["auth_failures"] == 300
+    assert result["decisions"] == 0
