@@ -23,6 +23,7 @@ from gateway.search.providers.decoding import (
     raw_result,
 )
 from gateway.search.query import Freshness, RawResult, SearchQuery
+from gateway.search.region import accept_language, locale_tag
 from gateway.search.transport import ProviderRequest, ProviderResponse
 
 DEFAULT_BASE_URL = "https://www.bing.com"
@@ -33,10 +34,13 @@ _EPOCH = date(1970, 1, 1)
 
 def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> ProviderRequest:
     params = {"q": query_with_site_operators(query, or_supported=True), "count": str(50)}
-    if query.language and query.country:
-        params["mkt"] = f"{query.language}-{query.country.upper()}"
-    elif query.country:
-        params["cc"] = query.country.upper()
+    region = query.region_parts
+    market = locale_tag(region) if region else None
+    if region and market:
+        params["mkt"] = market
+        params["setlang"] = market.split("-")[0]
+    elif region:
+        params["cc"] = region.country.upper()
     # Sent as a courtesy; since 2026 the HTML page is said to need JavaScript for these, so
     # applies_time_filter never claims them.
     if query.time_range:
@@ -44,14 +48,13 @@ def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> Pro
         params["filters"] = f'ex1:"ez5_{start}_{end}"'
     elif query.freshness in _FRESHNESS:
         params["filters"] = f'ex1:"{_FRESHNESS[query.freshness]}"'
-    language = query.language or "en"
     return ProviderRequest(
         method="GET",
         url=endpoint(base_url, "/search") + "?" + urlencode(params),
         headers={
             "User-Agent": HTML_USER_AGENT,
             "Accept": "text/html",
-            "Accept-Language": f"{language},{language};q=0.9",
+            "Accept-Language": accept_language(region, "en,en;q=0.9"),
         },
     )
 

@@ -22,6 +22,7 @@ from gateway.search.providers.decoding import (
     raw_results,
 )
 from gateway.search.query import Freshness, RawResult, SearchQuery
+from gateway.search.region import TRADITIONAL_CHINESE
 from gateway.search.transport import ProviderRequest, ProviderResponse
 
 DEFAULT_BASE_URL = "https://google.serper.dev"
@@ -34,10 +35,14 @@ def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> Pro
         "q": query_with_site_operators(query, or_supported=True),
         "num": query.max_results,
     }
-    if query.country:
-        body["gl"] = query.country
-    if query.language:
-        body["hl"] = query.language
+    region = query.region_parts
+    if region:
+        body["gl"] = region.country
+        language = region.search_language
+        if language == "zh":  # Google's interface languages for Chinese
+            language = "zh-tw" if region.country in TRADITIONAL_CHINESE else "zh-cn"
+        if language:
+            body["hl"] = language
     if query.time_range:
         start, end = (d.strftime("%m/%d/%Y") for d in query.time_range)
         body["tbs"] = f"cdr:1,cd_min:{start},cd_max:{end}"

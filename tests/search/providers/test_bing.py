@@ -31,7 +31,7 @@ async def test_parses_results_and_unwraps(ask) -> None:  # type: ignore[no-untyp
 
 async def test_request_mapping(ask) -> None:  # type: ignore[no-untyped-def]
     query = SearchQuery.from_fields(
-        {"query": "q", "region": "en-gb", "include_domains": ["a.org", "b.org"], "freshness": "day"}
+        {"query": "q", "region": "uk-en", "include_domains": ["a.org", "b.org"], "freshness": "day"}
     )
     _, fake = await ask(ADAPTER, Reply(200, PAGE), query)
     sent = fake.requests[0]

@@ -35,7 +35,7 @@ async def test_parses_results(ask) -> None:  # type: ignore[no-untyped-def]
         pytest.param({"freshness": "month"}, {"tbs": "qdr:m"}, id="freshness"),
         pytest.param({"time_range": "2025-01-02..2025-03-04"},
                      {"tbs": "cdr:1,cd_min:01/02/2025,cd_max:03/04/2025"}, id="range"),
-        pytest.param({"region": "de-at"}, {"gl": "at", "hl": "de"}, id="region"),
+        pytest.param({"region": "at-de"}, {"gl": "at", "hl": "de"}, id="region"),
         pytest.param({"include_domains": ["a.org", "b.org"], "exclude_domains": ["c.org"]},
                      {"q": "q (site:a.org OR site:b.org) -site:c.org"}, id="operators"),
     ],
