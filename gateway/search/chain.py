@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -177,6 +177,7 @@ class SearchEngine:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.time,
         weights: DomainWeights | None = None,
+        region_providers: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         if not providers:
             raise ValueError("at least one search provider is needed")
@@ -194,6 +195,12 @@ class SearchEngine:
         self._sleep = sleep
         self._clock = clock
         self._weights = weights or DomainWeights()
+        # Country -> the providers asked first for it; ids not in this chain (a keyed
+        # provider whose key is not set, left out of the automatic chain) are passed over.
+        self._region_first = {
+            country: tuple(pid for pid in ids if pid in self._providers)
+            for country, ids in (region_providers or {}).items()
+        }
         self._secrets = tuple(
             secret for p in providers for secret in (p.api_key, p.secret_id) if secret
         )
@@ -202,13 +209,19 @@ class SearchEngine:
     def provider_ids(self) -> tuple[str, ...]:
         return self._order
 
+    def chain_for(self, query: SearchQuery) -> tuple[str, ...]:
+        """The providers in the order this query asks them: its region's first
+        (`search.region_providers`), then the rest of the chain."""
+        first = self._region_first.get(query.country or "", ())
+        return tuple(dict.fromkeys((*first, *self._order))) if first else self._order
+
     async def search(self, query: SearchQuery, *, provider_id: str | None = None) -> SearchOutcome:
         if provider_id is not None and provider_id not in self._providers:
             raise InvalidRequestError(
                 f"provider: unknown provider {provider_id[:64]!r}; "
                 f"configured: {', '.join(self._order)}"
             )
-        chain = (provider_id,) if provider_id is not None else self._order
+        chain = (provider_id,) if provider_id is not None else self.chain_for(query)
         key = search_cache_key(query, chain, pinned=provider_id is not None)
         if self._cache is not None:
             hit = await self._cache.get(key)

@@ -509,3 +509,38 @@ async def test_a_key_pair_with_a_missing_half_is_not_asked(transport, clock) -> 
     assert transport.calls == []
     (status,) = (await engine.status())["providers"]
     assert status["key_missing"] == ["TC_ID"]
+
+
+BAIDU_JSON = {"feed": {"entry": [{"title": "百度 结果", "url": "https://baidu.example.cn/1",
+                                  "abs": "摘要"}]}}  # fmt: skip
+
+
+async def test_region_providers_put_that_regions_engines_first(make) -> None:
+    engine, (ddg, baidu) = await make(
+        "duckduckgo", "baidu", region_providers={"cn": ["baidu", "bocha"]}
+    )
+    baidu.default = Reply(200, BAIDU_JSON)
+    ddg.default = Reply(200, DDG_PAGE.format(n=1))
+    chinese = SearchQuery("大模型 评测", region="cn-zh")
+    assert engine.chain_for(chinese) == ("baidu", "duckd")  # bocha is not in this chain
+    outcome = await engine.search(chinese)
+    assert (outcome.provider, outcome.providers_tried) == ("baidu", ("baidu",))
+    assert ddg.requests == []
+    # Another region, or none, keeps the chain's own order.
+    for query in (
+        SearchQuery("q", region="us-en"),
+        SearchQuery("q"),
+        SearchQuery("q", region="cn"),
+    ):
+        expected = ("baidu", "duckd") if query.country == "cn" else ("duckd", "baidu")
+        assert engine.chain_for(query) == expected
+    other = await engine.search(SearchQuery("large models", region="us-en"))
+    assert other.provider == "duckd" and len(baidu.requests) == 1
+
+
+async def test_region_first_provider_failing_hands_over_to_the_rest(make) -> None:
+    engine, (ddg, baidu) = await make("duckduckgo", "baidu", region_providers={"cn": ["baidu"]})
+    baidu.queue(Reply(403, "captcha"))
+    ddg.queue(Reply(200, DDG_PAGE.format(n=1)))
+    outcome = await engine.search(SearchQuery("大模型", region="cn-zh"))
+    assert outcome.providers_tried == ("baidu", "duckd") and outcome.provider == "duckd"

@@ -11,6 +11,7 @@ import pytest
 
 from gateway.config import SearchConfig
 from gateway.provenance.markers import unwrap
+from gateway.search import chain_entries
 from gateway.tools.responses import SEARCH_RESPONSE
 from gateway.tools.websearch import REMOVED_LINK
 from tests.conformance import assert_conforms
@@ -37,7 +38,8 @@ def urls(body) -> list[str]:
 
 
 def test_the_default_chain_is_duckduckgo_bing_baidu() -> None:
-    assert [(p.id, p.kind) for p in SearchConfig().providers] == list(KEYLESS)
+    chain = chain_entries(SearchConfig(), {})
+    assert [(p.id, p.kind) for p in chain] == list(KEYLESS)
 
 
 async def test_duckduckgo_and_bing_blocked_baidu_answers(start, upstream) -> None:
