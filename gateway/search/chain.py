@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,7 +34,13 @@ from gateway.search.failures import ErrorClass, ProviderError, scrub_secrets
 from gateway.search.fusion import DomainWeights, fuse
 from gateway.search.health import HealthState, HealthStore, iso_time
 from gateway.search.providers.adapter import ProviderAdapter, ProviderSettings
-from gateway.search.query import RawResult, SearchQuery, host_within, rewrite_chinese_year
+from gateway.search.query import (
+    Freshness,
+    RawResult,
+    SearchQuery,
+    host_within,
+    rewrite_chinese_year,
+)
 from gateway.search.transport import ProviderTransport, ProviderTransportError
 
 log = logging.getLogger("gateway.search")
@@ -108,8 +115,11 @@ class SearchOutcome:
     query_rewritten: bool
     query_year: int | None
     freshness_auto_inferred: bool
-    answer: str | None = None  # a model-native provider's own prose, as it wrote it
+    answer: str | None = None  # the provider's own answer (model prose, an answer box)
     queries: tuple[str, ...] = ()  # every phrasing of a fused search; empty for one query
+    time_range_applied: tuple[str, str] | None = None  # the dates the provider filtered by
+    total: int | None = None  # the provider's estimate of how many results exist
+    provider_switched: bool = False  # a later provider of the chain answered
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -128,6 +138,11 @@ class SearchOutcome:
             "freshness_auto_inferred": self.freshness_auto_inferred,
             "answer": self.answer,
             "queries": list(self.queries),
+            "time_range_applied": list(self.time_range_applied)
+            if self.time_range_applied
+            else None,
+            "total": self.total,
+            "provider_switched": self.provider_switched,
         }
 
     @classmethod
@@ -149,6 +164,9 @@ class SearchOutcome:
             freshness_auto_inferred=data["freshness_auto_inferred"],
             answer=data.get("answer"),
             queries=tuple(data.get("queries", ())),
+            time_range_applied=_window(data.get("time_range_applied")),
+            total=data.get("total"),
+            provider_switched=bool(data.get("provider_switched", False)),
         )
 
 
@@ -161,6 +179,8 @@ class _Answer:
     filtered: int
     freshness_applied: bool
     answer: str | None = None
+    total: int | None = None
+    window: tuple[str, str] | None = None
 
 
 class SearchEngine:
@@ -246,14 +266,14 @@ class SearchEngine:
                 sent = query  # the year stays in the text where no time filter can replace it
             tried.append(pid)
             try:
-                raw, said = await self._ask(provider, sent, deadline)
+                raw, said, total = await self._ask(provider, sent, deadline)
             except ProviderError as error:
                 if error.error_class is not ErrorClass.BUDGET_EXHAUSTED:
                     await self._health.record_failure(pid, error.error_class, error.retry_after)
                 self._warn(warnings, pid, error)
                 continue
             await self._health.record_success(pid)
-            candidate = self._finish(pid, provider.adapter, sent, raw, said)
+            candidate = self._finish(pid, provider.adapter, sent, raw, said, total)
             if candidate.results:
                 answer = candidate
                 break
@@ -282,6 +302,9 @@ class SearchEngine:
             query_year=rewrite.query_year,
             freshness_auto_inferred=rewritten and rewrite.freshness_auto_inferred,
             answer=chosen.answer,
+            time_range_applied=chosen.window,
+            total=chosen.total,
+            provider_switched=chosen.provider != chain[0],
         )
         if self._cache is not None and answer is not None:
             await self._cache.put(key, outcome)
@@ -333,6 +356,9 @@ class SearchEngine:
             cached=all(o.cached for o in answered),
             answer=next((o.answer for o in answered if o.answer), None),
             queries=tuple(q.query for q in queries),
+            time_range_applied=providing.time_range_applied,
+            total=providing.total,
+            provider_switched=any(o.provider_switched for o in answered),
         )
 
     def missing_keys(self) -> dict[str, tuple[str, ...]]:
@@ -379,9 +405,10 @@ class SearchEngine:
 
     async def _ask(
         self, provider: ConfiguredProvider, query: SearchQuery, deadline: float
-    ) -> tuple[list[RawResult], str | None]:
+    ) -> tuple[list[RawResult], str | None, int | None]:
         """One request, and up to `retries` more when the failure is worth it and time
-        allows; the results and the model's answer, if the provider writes one."""
+        allows; the results, the provider's own answer and its estimated total, if it
+        gives them."""
         loop = asyncio.get_running_loop()
         retried = 0
         while True:
@@ -442,6 +469,7 @@ class SearchEngine:
         sent: SearchQuery,
         raw: list[RawResult],
         said: str | None = None,
+        total: int | None = None,
     ) -> _Answer:
         results: list[SearchResult] = []
         filtered = 0
@@ -461,20 +489,24 @@ class SearchEngine:
                     snippet=item.snippet,
                     domain=host,
                     published_at=item.published_at,
+                    score=item.score,
                 )
             )
         kept, deduped = dedup(results)
         kept, merged = merge_near_duplicates(kept)
         if self._weights:
             kept, _ = fuse([kept], self._weights)
+        applied = sent.has_time_filter and adapter.applies_time_filter(sent)
         return _Answer(
             provider=pid,
             sent=sent,
             results=kept[: sent.max_results],
             deduped=deduped + merged,
             filtered=filtered,
-            freshness_applied=sent.has_time_filter and adapter.applies_time_filter(sent),
+            freshness_applied=applied,
             answer=said,
+            total=total,
+            window=applied_window(sent, self._clock()) if applied else None,
         )
 
     def _warn(self, warnings: list[str], pid: str, error: ProviderError) -> None:
@@ -486,11 +518,15 @@ class SearchEngine:
         return scrub_secrets(text, self._secrets)
 
 
-def _parse(provider: ConfiguredProvider, response: Any) -> tuple[list[RawResult], str | None]:
+def _parse(
+    provider: ConfiguredProvider, response: Any
+) -> tuple[list[RawResult], str | None, int | None]:
     try:
-        results = provider.adapter.parse(response)
-        reader = provider.adapter.parse_answer
-        return results, reader(response) if reader is not None else None
+        adapter = provider.adapter
+        results = adapter.parse(response)
+        answer = adapter.parse_answer(response) if adapter.parse_answer is not None else None
+        total = adapter.parse_total(response) if adapter.parse_total is not None else None
+        return results, answer, total
     except ProviderError:
         raise
     except Exception as exc:  # a parser bug must cost one provider, not the search
@@ -518,6 +554,29 @@ def _domain_allowed(host: str, query: SearchQuery) -> bool:
     if query.include_domains and not any(host_within(host, d) for d in query.include_domains):
         return False
     return not any(host_within(host, d) for d in query.exclude_domains)
+
+
+# The window a freshness bucket stands for, counted back from today (UTC).
+_FRESHNESS_DAYS = {Freshness.DAY: 1, Freshness.WEEK: 7, Freshness.MONTH: 31, Freshness.YEAR: 365}
+
+
+def applied_window(query: SearchQuery, now: float) -> tuple[str, str] | None:
+    """The dates a time filter covers: the range asked for, or the freshness bucket's days
+    back from today (UTC, from the engine's clock)."""
+    if query.time_range is not None:
+        start, end = query.time_range
+        return start.isoformat(), end.isoformat()
+    if query.freshness is None:
+        return None
+    today = datetime.fromtimestamp(now, UTC).date()
+    start = today - timedelta(days=_FRESHNESS_DAYS[query.freshness])
+    return start.isoformat(), today.isoformat()
+
+
+def _window(value: Any) -> tuple[str, str] | None:
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return str(value[0]), str(value[1])
+    return None
 
 
 def _no_results(detail: str) -> str:

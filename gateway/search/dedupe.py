@@ -4,7 +4,7 @@ Beyond the canonical-URL twins `canonical.dedup` drops, two results are one when
 the same title on one site (www. ignored: a page reachable under two paths), or the same
 title and the same snippet on different sites (a mirror). Titles too short to tell pages
 apart ("Home", "Login") never merge anything. The merged copies' URLs are kept on the
-surviving result as `mirrors`, best rank first, so no source is lost. Pure.
+surviving result as `also_at`, best rank first, so no source is lost. Pure.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from gateway.search.canonical import SearchResult
 
-MAX_MIRRORS = 5
+MAX_ALSO_AT = 5
 # A title shorter than this (in letters and digits, once normalised) is too generic to merge on.
 MIN_TITLE_CHARS = 12
 MIN_SNIPPET_CHARS = 24
@@ -38,7 +38,7 @@ def merge_near_duplicates(results: Iterable[SearchResult]) -> tuple[list[SearchR
             kept.append(result)
             continue
         merged += 1
-        kept[index] = with_mirrors(kept[index], (result.url, *result.mirrors))
+        kept[index] = with_also_at(kept[index], (result.url, *result.also_at))
         for key in keys:
             by_key.setdefault(key, index)
     return kept, merged
@@ -56,15 +56,15 @@ def duplicate_keys(result: SearchResult) -> tuple[tuple[str, ...], ...]:
     return tuple(keys)
 
 
-def with_mirrors(result: SearchResult, urls: Sequence[str]) -> SearchResult:
-    """`result` with `urls` added to its mirrors (never its own URL, never twice, capped)."""
-    mirrors = list(result.mirrors)
+def with_also_at(result: SearchResult, urls: Sequence[str]) -> SearchResult:
+    """`result` with `urls` added to its also_at (never its own URL, never twice, capped)."""
+    also_at = list(result.also_at)
     for url in urls:
-        if url != result.url and url not in mirrors and len(mirrors) < MAX_MIRRORS:
-            mirrors.append(url)
-    if len(mirrors) == len(result.mirrors):
+        if url != result.url and url not in also_at and len(also_at) < MAX_ALSO_AT:
+            also_at.append(url)
+    if len(also_at) == len(result.also_at):
         return result
-    return replace(result, mirrors=tuple(mirrors))
+    return replace(result, also_at=tuple(also_at))
 
 
 def normalise(text: str) -> str:

@@ -137,6 +137,7 @@ class RawResult:
     url: str
     snippet: str
     published_at: str | None = None  # ISO 8601 when the provider's date parsed, else None
+    score: float | None = None  # the provider's own relevance score, where it gives one
 
 
 def parse_time_range(value: Any) -> tuple[date, date]:

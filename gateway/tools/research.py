@@ -101,7 +101,8 @@ class ResearchTool:
                 raise outcome  # the audit log failed (fail closed), or a bug: never swallowed
             pages.append(outcome[0])
             read.append(outcome[1])
-        body: dict[str, Any] = {"search": answer.body, "pages": pages}
+        note = research_note(pages, len(answer.allowed), args.get("fetch_top_n", DEFAULT_TOP_N))
+        body: dict[str, Any] = {"search": answer.body, "pages": pages, "note": note}
         if args.get("answer_with", "passages") == "passages":
             phrasings = args.get("queries") or [args["query"]]
             limit = args.get("max_passages", DEFAULT_PASSAGES)
@@ -232,6 +233,29 @@ def pick_pages(allowed: Sequence[Ranked], count: int) -> list[Ranked]:
     return sorted(picked, key=lambda ranked: ranked.rank)
 
 
+def research_note(pages: Sequence[Mapping[str, Any]], allowed: int, top_n: int) -> str:
+    """One line for the agent: which pages were read (by result rank), and why any chosen
+    page was not."""
+    if top_n == 0:
+        return "No page read: fetch_top_n is 0."
+    if not pages:
+        return "No page read: the search found no result the policy allows."
+    read = [f"{p['envelope']['final_url']} (result {p['rank']})" for p in pages if "error" not in p]
+    failed = [
+        f"{p['url']} (result {p['rank']}): {p['error']['code']}"
+        + (f", {p['error']['reason']}" if p["error"].get("reason") else "")
+        for p in pages
+        if "error" in p
+    ]
+    line = f"Read {len(read)} of {len(pages)} chosen pages"
+    line += (": " + "; ".join(read)) if read else ""
+    if failed:
+        line += ". Not read: " + "; ".join(failed)
+    if len(pages) < top_n:
+        line += f". Only {allowed} allowed result{'s' if allowed != 1 else ''} to choose from"
+    return line + "."
+
+
 def _cancel_reason(cancel: asyncio.CancelledError) -> str:
     """Why the page was cancelled: the message its canceller gave (the drain names
     `server.shutdown_grace`), else a plain statement."""
@@ -257,6 +281,8 @@ def render_text(body: Mapping[str, Any]) -> str:
     pages they came from (only named when there are passages), or else each page's text;
     failed pages with their errors."""
     parts = [render_search(body["search"])]
+    if body.get("note"):
+        parts.append(f"[research: {body['note']}]")
     passages = body.get("passages")
     if passages is not None:
         env = body["envelope"]

@@ -250,6 +250,15 @@ class WebSearchTool:
             "filtered": {"policy": view.filtered_policy, "domains": outcome.filtered_domains},
             "results": wrapped,
             "envelope": envelope,
+            "answer": None,
+            "query_sent": outcome.sent_query,
+            "time_range_applied": (
+                dict(zip(("start", "end"), outcome.time_range_applied, strict=True))
+                if outcome.time_range_applied
+                else None
+            ),
+            "total": outcome.total,
+            "provider_switched": outcome.provider_switched,
         }
         if outcome.queries:
             body["queries"] = list(outcome.queries)
@@ -420,11 +429,12 @@ def build_view(policy: Policy, results: Sequence[SearchResult], placeholder: str
             "snippet": snippet.text,
             "domain": result.domain,
             "published_at": result.published_at,
+            "score": result.score,
         }
-        if result.mirrors:
-            mirrors = [url for url in result.mirrors if decide_result(policy, url).allowed]
-            if mirrors:
-                item["mirrors"] = mirrors
+        if result.also_at:
+            also_at = [url for url in result.also_at if decide_result(policy, url).allowed]
+            if also_at:
+                item["also_at"] = also_at
         if flag is None:
             allowed.append(Ranked(len(entries) + 1, result))
         else:
@@ -488,6 +498,16 @@ def render_text(body: Mapping[str, Any]) -> str:
         )
     if body.get("queries"):
         lines.append(f"Searched {len(body['queries'])} phrasings at once; results are merged.")
+    if body.get("provider_switched"):
+        lines.append(f"An earlier provider failed or had nothing; {body.get('provider')} answered.")
+    window = body.get("time_range_applied")
+    lines.append(
+        f"Filtered by date: {window['start']}..{window['end']}."
+        if window
+        else "Not filtered by date by the provider."
+    )
+    if body.get("total") is not None:
+        lines.append(f"The provider estimates {body['total']} results in all.")
     lines.extend(f"warning: {warning}" for warning in body.get("warnings", []))
     if body.get("answer"):
         lines.extend(["The search model's own answer (untrusted; check it against the "

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from datetime import date
 from typing import Any
 
 import pytest
@@ -544,3 +545,49 @@ async def test_region_first_provider_failing_hands_over_to_the_rest(make) -> Non
     ddg.queue(Reply(200, DDG_PAGE.format(n=1)))
     outcome = await engine.search(SearchQuery("大模型", region="cn-zh"))
     assert outcome.providers_tried == ("baidu", "duckd") and outcome.provider == "duckd"
+
+
+async def test_time_range_applied_is_what_the_answering_provider_filtered_by(make) -> None:
+    engine, (ddg, brv) = await make("duckduckgo", "brave")
+    ddg.default = Reply(200, DDG_PAGE.format(n=1))
+    brv.default = Reply(200, brave("https://b.example/1"))
+    # DuckDuckGo applies a freshness bucket: the week back from the clock's day (2027-01-15).
+    week = await engine.search(SearchQuery("q", freshness="week"))
+    assert (week.provider, week.time_range_applied) == ("duckd", ("2027-01-08", "2027-01-15"))
+    # It cannot apply a date range, so it reports none; Brave can and does.
+    ranged = SearchQuery("q", time_range=(date(2025, 1, 1), date(2025, 6, 30)))
+    assert (await engine.search(ranged)).time_range_applied is None
+    pinned = await engine.search(ranged, provider_id="brave")
+    assert pinned.time_range_applied == ("2025-01-01", "2025-06-30")
+    assert (await engine.search(SearchQuery("plain"))).time_range_applied is None
+
+
+async def test_provider_switched_says_a_later_provider_answered(make) -> None:
+    engine, (ddg, brv) = await make("duckduckgo", "brave")
+    ddg.queue(Reply(200, DDG_PAGE.format(n=1)), Reply(202, DDG_ANOMALY))
+    brv.default = Reply(200, brave("https://b.example/1"))
+    first = await engine.search(SearchQuery("one"))
+    assert (first.provider, first.provider_switched) == ("duckd", False)
+    second = await engine.search(SearchQuery("two"))
+    assert (second.provider, second.provider_switched) == ("brave", True)
+    # Pinned, the one provider asked is the first.
+    assert (await engine.search(SearchQuery("three"), provider_id="brave")).provider_switched is False
+
+
+async def test_fused_results_carry_their_fused_score(make) -> None:
+    engine, (brv,) = await make("brave")
+    brv.queue(
+        Reply(200, brave("https://a.example/1", "https://b.example/2")),
+        Reply(200, brave("https://b.example/2", "https://c.example/3")),
+        Reply(200, brave("https://a.example/1")),
+    )
+    fused = await engine.search_many([SearchQuery("one"), SearchQuery("two")])
+    scores = {r.url: r.score for r in fused.results}
+    # b is in both answers: 1/62 + 1/61; a and c in one each.
+    assert scores == {
+        "https://b.example/2": round(1 / 62 + 1 / 61, 6),
+        "https://a.example/1": round(1 / 61, 6),
+        "https://c.example/3": round(1 / 62, 6),
+    }
+    single = await engine.search(SearchQuery("one"))
+    assert all(r.score is None for r in single.results)  # Brave gives none

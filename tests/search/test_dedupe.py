@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.search.canonical import SearchResult, result_id
-from gateway.search.dedupe import MAX_MIRRORS, merge_near_duplicates
+from gateway.search.dedupe import MAX_ALSO_AT, merge_near_duplicates
 
 SNIPPET = "A long enough snippet to identify one page across mirrors."
 
@@ -23,7 +23,7 @@ def test_same_title_on_one_site_merges_keeping_the_other_url() -> None:
     )
     assert merged == 1
     assert [r.url for r in kept] == ["https://docs.example.org/a", "https://other.example.net/x"]
-    assert kept[0].mirrors == ("https://www.docs.example.org/b?print=1",)
+    assert kept[0].also_at == ("https://www.docs.example.org/b?print=1",)
 
 
 def test_mirrors_need_title_and_snippet_alike() -> None:
@@ -35,7 +35,7 @@ def test_mirrors_need_title_and_snippet_alike() -> None:
         ]
     )
     assert merged == 1 and len(kept) == 2
-    assert kept[0].mirrors == ("https://mirror.example.net/p",)
+    assert kept[0].also_at == ("https://mirror.example.net/p",)
 
 
 def test_short_titles_never_merge() -> None:
@@ -48,4 +48,4 @@ def test_short_titles_never_merge() -> None:
 def test_mirrors_are_capped_and_carried_over() -> None:
     copies = [result(f"https://a.example.org/{n}", "Exactly the same title") for n in range(9)]
     kept, merged = merge_near_duplicates(copies)
-    assert merged == 8 and len(kept) == 1 and len(kept[0].mirrors) == MAX_MIRRORS
+    assert merged == 8 and len(kept) == 1 and len(kept[0].also_at) == MAX_ALSO_AT

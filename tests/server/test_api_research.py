@@ -35,7 +35,7 @@ async def test_research_reads_top_pages_and_reports_a_failed_one(start, upstream
     status, body = await gateway.post("/v1/research", "agent", query="research", fetch_top_n=3)
     assert status == 200, body
     assert_conforms(RESEARCH_RESPONSE, body)
-    assert set(body) == {"search", "pages", "passages", "envelope"}
+    assert set(body) == {"search", "pages", "passages", "envelope", "note"}
     search = body["search"]
     assert search["envelope"]["tool"] == "WebSearch" and search["filtered"]["policy"] == 4
     port = upstream.port
@@ -59,6 +59,11 @@ async def test_research_reads_top_pages_and_reports_a_failed_one(start, upstream
             "reason": "private_address",
         },
     }
+    assert body["note"] == (
+        f"Read 2 of 3 chosen pages: http://site.example.com:{port}/page (result 1); "
+        f"http://other.example.com:{port}/page (result 2). Not read: "
+        f"http://internal.example.com:{port}/page (result 3): policy_denied, private_address."
+    )
     assert actions(gateway) == ["Research", "WebFetch", "WebFetch", "WebFetch"]
     records = [r for r in audit_records(gateway.services) if r["event"]["action"] == "WebFetch"]
     assert sorted(r["event"]["outcome"] for r in records) == ["failure", "success", "success"]

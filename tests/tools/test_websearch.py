@@ -195,6 +195,8 @@ async def test_render_text_numbers_results_under_a_provenance_header(tmp_path, a
     assert f"envelope={body['envelope']['id']}" in lines[1]
     assert "filtered_by_policy=2" in text and f"nonce {nonce}" in text
     assert "The year 2026 was taken out of the query" in text
+    assert "Filtered by date: 2026-01-01..2026-12-31." in text  # Brave applied the year
+    assert body["query_sent"] == "新闻"
     assert "1. id=" in text and "url=https://docs.example.com/a" in text
     assert "3. id=" in text and "[denied by policy: private_address" not in text
     assert "[denied by policy: domain_not_allowed (default); not fetchable]" in text

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from datetime import date
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -21,6 +22,7 @@ from gateway.search.providers.decoding import (
     node_text,
     query_with_site_operators,
     raw_result,
+    read_count,
 )
 from gateway.search.query import Freshness, RawResult, SearchQuery
 from gateway.search.region import accept_language, locale_tag
@@ -102,6 +104,18 @@ def parse(response: ProviderResponse) -> list[RawResult]:
     return results
 
 
+# "About 1,230,000 results" (or "1.230.000 Ergebnisse"): read from the bytes, not a second tree.
+_COUNT = re.compile(rb'class="sb_count"[^>]{0,200}>[^<0-9]{0,40}([0-9][0-9,.\s\xc2\xa0]{0,30})')
+
+
+def parse_total(response: ProviderResponse) -> int | None:
+    """Bing's estimate of the number of results (its `sb_count` line), where the page has it."""
+    if response.status != 200:
+        return None
+    match = _COUNT.search(response.body[:400_000])
+    return read_count(match.group(1).decode("utf-8", "replace").strip()) if match else None
+
+
 def unwrap(href: str) -> str | None:
     """The real target of a result link; None for ad clicks and undecodable wrappers."""
     parts = urlsplit(href.strip())
@@ -130,4 +144,5 @@ ADAPTER = ProviderAdapter(
     build_request=build_request,
     parse=parse,
     applies_time_filter=applies_time_filter,
+    parse_total=parse_total,
 )

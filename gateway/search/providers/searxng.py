@@ -68,6 +68,7 @@ def parse(response: ProviderResponse) -> list[RawResult]:
         url="url",
         snippet="content",
         published="publishedDate",
+        score="score",
     )
     unresponsive = data.get("unresponsive_engines")
     if not results and isinstance(unresponsive, list) and unresponsive:

@@ -11,7 +11,9 @@ from typing import Any
 from gateway.search.failures import ErrorClass, ProviderError
 from gateway.search.providers.adapter import ProviderAdapter, honours_time_filter, json_post
 from gateway.search.providers.decoding import (
+    MAX_ANSWER_CHARS,
     QUOTA_RETRY_AFTER,
+    clean_text,
     dig,
     error_text,
     items,
@@ -60,6 +62,17 @@ def parse(response: ProviderResponse) -> list[RawResult]:
     )
 
 
+def parse_answer(response: ProviderResponse) -> str | None:
+    """Google's answer box, as Serper passes it on: its `answer`, else its `snippet`."""
+    if response.status != 200:
+        return None
+    box = load_json_object(response).get("answerBox")
+    if not isinstance(box, dict):
+        return None
+    text = box.get("answer") if isinstance(box.get("answer"), str) else box.get("snippet")
+    return clean_text(text, MAX_ANSWER_CHARS) or None
+
+
 def _failure(response: ProviderResponse) -> ProviderError:
     text = error_text(response, dig(load_json_or_none(response), "message"))
     if "credit" in text.lower():
@@ -76,4 +89,5 @@ ADAPTER = ProviderAdapter(
     build_request=build_request,
     parse=parse,
     applies_time_filter=honours_time_filter,
+    parse_answer=parse_answer,
 )
