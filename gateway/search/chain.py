@@ -38,6 +38,7 @@ from gateway.search.query import (
     Freshness,
     RawResult,
     SearchQuery,
+    YearRewrite,
     host_within,
     rewrite_chinese_year,
 )
@@ -261,9 +262,7 @@ class SearchEngine:
             if skip is not None:
                 self._warn(warnings, pid, skip)
                 continue
-            sent = rewrite.query
-            if rewrite.query_rewritten and not provider.adapter.applies_time_filter(sent):
-                sent = query  # the year stays in the text where no time filter can replace it
+            sent = query_for(provider.adapter, query, rewrite)
             tried.append(pid)
             try:
                 raw, said, total = await self._ask(provider, sent, deadline)
@@ -516,6 +515,18 @@ class SearchEngine:
 
     def _scrub(self, text: str) -> str:
         return scrub_secrets(text, self._secrets)
+
+
+def query_for(adapter: ProviderAdapter, query: SearchQuery, rewrite: YearRewrite) -> SearchQuery:
+    """What one provider is asked for a query whose Chinese year may have been rewritten:
+    the year as its date range where the provider applies one (the year out of the text);
+    elsewhere the year stays in the text, and the window goes along for a provider that
+    sends it without being known to honour it (Bing's page, a model's prompt)."""
+    if not rewrite.query_rewritten:
+        return query
+    if adapter.applies_time_filter(rewrite.query):
+        return rewrite.query
+    return replace(query, time_range=rewrite.query.time_range)
 
 
 def _parse(

@@ -5,14 +5,17 @@ import logging
 import socket
 from datetime import date
 from typing import Any
+from urllib.parse import unquote_plus
 
 import pytest
 from aiohttp import web
 
 from gateway.errors import InvalidRequestError, UpstreamError
 from gateway.search.assembly import build_engine
-from gateway.search.chain import RetryPolicy, SearchEngine
-from gateway.search.query import SearchQuery
+from gateway.search.chain import RetryPolicy, SearchEngine, query_for
+from gateway.search.providers import ADAPTERS
+from gateway.search.providers.adapter import ProviderSettings
+from gateway.search.query import SearchQuery, rewrite_chinese_year
 from tests.search.conftest import FakeClock, FakeUpstream, LoopbackTransport, Reply
 
 KEY = "BSAsecret-key-0123456789"
@@ -591,3 +594,67 @@ async def test_fused_results_carry_their_fused_score(make) -> None:
     }
     single = await engine.search(SearchQuery("one"))
     assert all(r.score is None for r in single.results)  # Brave gives none
+
+
+# The Chinese-year rewrite, per provider: (applies the year as a date range, what in the
+# request shows the range). The year leaves the text exactly where a range replaces it.
+YEAR_BY_PROVIDER = {
+    "duckduckgo": (False, None),
+    "bing": (False, 'ex1:"ez5_20454_20818"'),  # sent as a courtesy, never claimed
+    "baidu": (True, "stf=1767225600,1798761599"),
+    "brave": (True, "2026-01-01to2026-12-31"),
+    "tavily": (True, '"start_date":"2026-01-01","end_date":"2026-12-31"'),
+    "serper": (True, "cdr:1,cd_min:01/01/2026,cd_max:12/31/2026"),
+    "bocha": (True, '"freshness":"2026-01-01..2026-12-31"'),
+    "searxng": (False, None),
+    "tencent_wsa": (True, '"FromTime":1767225600'),
+    "openai": (False, "2026-01-01"),  # asked in the prompt
+    "anthropic": (False, "2026-01-01"),
+}
+
+
+def test_the_year_table_covers_every_provider() -> None:
+    assert set(YEAR_BY_PROVIDER) == set(ADAPTERS)
+
+
+@pytest.mark.parametrize("kind", sorted(YEAR_BY_PROVIDER))
+async def test_chinese_year_per_provider(upstream, transport: LoopbackTransport, kind) -> None:  # type: ignore[no-untyped-def]
+    applies, marker = YEAR_BY_PROVIDER[kind]
+    adapter = ADAPTERS[kind]
+    query = SearchQuery("2026年 大模型")
+    sent = query_for(adapter, query, rewrite_chinese_year(query))
+    assert sent.time_range == (date(2026, 1, 1), date(2026, 12, 31))
+    assert adapter.applies_time_filter(sent) is applies
+    fake = await upstream()
+    fake.queue(Reply(200, {}))
+    settings = ProviderSettings(fake.base_url, "k", "id", now=1_800_000_000.0)
+    await transport.send(adapter.request(sent, settings), timeout=5, allow_private=True)
+    received = fake.requests[0]
+    pairs = "&".join(f"{k}={v}" for k, v in received.query.items())
+    seen = unquote_plus(f"{received.path}?{pairs} {received.body.decode()}")
+    assert ("2026年" in seen) is not applies  # the year stays in the text where no range is
+    assert "大模型" in seen
+    if marker is not None:
+        assert marker in seen
+
+
+async def test_chinese_year_answered_by_each_keyless_engine(make) -> None:
+    engine, (ddg, bing, baidu) = await make("duckduckgo", "bing", "baidu")
+    ddg.queue(Reply(200, DDG_EMPTY))
+    bing.queue(Reply(200, '<html><body><ol id="b_results"></ol></body></html>'))
+    baidu.queue(Reply(200, BAIDU_JSON))
+    outcome = await engine.search(SearchQuery("2026年 大模型"))
+    # DuckDuckGo and Bing kept the year in the text; Baidu answered with it as its range.
+    assert "2026" in ddg.requests[0].body.decode()
+    assert "2026" in bing.requests[0].query["q"]
+    assert baidu.requests[0].query["wd"] == "大模型"
+    assert (outcome.provider, outcome.sent_query) == ("baidu", "大模型")
+    assert outcome.time_range_applied == ("2026-01-01", "2026-12-31")
+    assert outcome.query_rewritten and outcome.provider_switched
+
+
+async def test_chinese_year_kept_in_the_text_reports_no_window(make) -> None:
+    engine, (ddg,) = await make("duckduckgo")
+    ddg.queue(Reply(200, DDG_PAGE.format(n=1)))
+    outcome = await engine.search(SearchQuery("2026年 大模型"))
+    assert (outcome.sent_query, outcome.time_range_applied) == ("2026年 大模型", None)
