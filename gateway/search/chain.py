@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -97,8 +98,18 @@ class ConfiguredProvider:
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    backoff: float = 0.5  # seconds before the one retry of a timeout, network or server error
+    """Exponential backoff with full jitter: before retry n (from 0) the wait is drawn
+    uniformly from [0, min(cap, backoff * 2**n)] (AWS's "full jitter"), so retries of many
+    searches spread out instead of arriving together."""
+
+    backoff: float = 0.25  # the base, in seconds (a provider's backoff_ms replaces it)
+    cap: float = 2.0  # no wait is longer than this
     max_retry_after: float = 2.0  # a rate limit is retried only when it asks for at most this
+    # Draws from [0, 1): injectable, so tests are deterministic and never really wait.
+    jitter: Callable[[], float] = random.random
+
+    def wait(self, base: float, attempt: int) -> float:
+        return self.jitter() * min(self.cap, base * 2 ** min(attempt, 16))
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,6 +421,7 @@ class SearchEngine:
         gives them."""
         loop = asyncio.get_running_loop()
         retried = 0
+        bare_429_retried = False
         while True:
             # Built for each attempt: a signed request carries the time it was signed.
             request = provider.adapter.request(query, provider.settings(self._clock()))
@@ -437,7 +449,16 @@ class SearchEngine:
                     )
             except ProviderError as exc:
                 error = exc
-            wait = self._retry_wait(error, provider)
+            bare_429 = (
+                error.error_class is ErrorClass.RATE_LIMITED
+                and error.retry_after is None
+                and error.status == 429
+            )
+            wait = self._retry_wait(error, provider, retried)
+            if bare_429 and not bare_429_retried:
+                # A 429 that names no wait: one more try after the backoff, then it cools.
+                wait = self._retry.wait(self._base(provider), retried)
+                bare_429_retried = True
             if retried >= provider.retries or wait is None or wait >= deadline - loop.time():
                 raise error
             retried += 1
@@ -449,8 +470,14 @@ class SearchEngine:
             )
             await self._sleep(wait)
 
-    def _retry_wait(self, error: ProviderError, provider: ConfiguredProvider) -> float | None:
-        backoff = self._retry.backoff if provider.backoff is None else provider.backoff
+    def _base(self, provider: ConfiguredProvider) -> float:
+        return self._retry.backoff if provider.backoff is None else provider.backoff
+
+    def _retry_wait(
+        self, error: ProviderError, provider: ConfiguredProvider, attempt: int
+    ) -> float | None:
+        """The wait before retrying `error` (None: not worth a retry)."""
+        backoff = self._retry.wait(self._base(provider), attempt)
         if error.error_class in _RETRYABLE:
             return backoff
         if (
@@ -538,7 +565,8 @@ def _parse(
         answer = adapter.parse_answer(response) if adapter.parse_answer is not None else None
         total = adapter.parse_total(response) if adapter.parse_total is not None else None
         return results, answer, total
-    except ProviderError:
+    except ProviderError as error:
+        error.status = getattr(response, "status", None)
         raise
     except Exception as exc:  # a parser bug must cost one provider, not the search
         log.exception("search provider %s: parser failed", provider.id)

@@ -87,7 +87,8 @@ def make(transport: LoopbackTransport, clock: FakeClock, sleeps: Sleeps, upstrea
             transport,
             clock,
             environ={"BRAVE_API_KEY": KEY, "TAVILY_API_KEY": "tvly-" + KEY},
-            retry=RetryPolicy(backoff=backoff, max_retry_after=2),
+            # The jitter's top draw: each wait is its full exponential step.
+            retry=RetryPolicy(backoff=backoff, max_retry_after=2, jitter=lambda: 1.0),
             sleep=sleeps,
         )
         return engine, fakes
@@ -408,15 +409,23 @@ async def test_outcome_round_trips_through_a_dict(make) -> None:
     assert SearchOutcome.from_dict(outcome.to_dict()) == outcome
 
 
-@pytest.mark.parametrize(("retries", "requests", "waits"), [(0, 1, []), (3, 4, [0.1] * 3)])
+@pytest.mark.parametrize(
+    ("retries", "backoff_ms", "requests", "waits"),
+    [
+        (0, 100, 1, []),
+        (3, 100, 4, [0.1, 0.2, 0.4]),  # exponential: the base doubled for each retry
+        (3, 900, 4, [0.9, 1.8, 2.0]),  # capped at 2 s
+    ],
+)
 async def test_retries_and_backoff_per_provider(  # type: ignore[no-untyped-def]
-    transport, clock, sleeps, upstream, retries, requests, waits
+    transport, clock, sleeps, upstream, retries, backoff_ms, requests, waits
 ) -> None:
     fake = await upstream()
     fake.queue(*[Reply(503, "busy")] * retries, Reply(503, "busy"))
     entry = {"id": "ddg", "kind": "duckduckgo", "base_url": fake.base_url, "allow_private": True,
-             "retries": retries, "backoff_ms": 100}  # fmt: skip
-    engine = build_engine({"providers": [entry]}, transport, clock, sleep=sleeps)
+             "retries": retries, "backoff_ms": backoff_ms}  # fmt: skip
+    retry = RetryPolicy(jitter=lambda: 1.0)
+    engine = build_engine({"providers": [entry]}, transport, clock, sleep=sleeps, retry=retry)
     with pytest.raises(UpstreamError, match=r"ddg: \[server_error\] HTTP 503"):
         await engine.search(Q)
     assert len(fake.requests) == requests and sleeps.waits == waits
@@ -658,3 +667,53 @@ async def test_chinese_year_kept_in_the_text_reports_no_window(make) -> None:
     ddg.queue(Reply(200, DDG_PAGE.format(n=1)))
     outcome = await engine.search(SearchQuery("2026年 大模型"))
     assert (outcome.sent_query, outcome.time_range_applied) == ("2026年 大模型", None)
+
+
+def test_full_jitter_draws_below_the_exponential_step() -> None:
+    draws = iter([0.5, 0.0, 0.999, 0.25])
+    policy = RetryPolicy(backoff=0.25, jitter=lambda: next(draws))
+    assert [policy.wait(0.25, n) for n in range(4)] == [0.125, 0.0, 0.999 * 1.0, 0.25 * 2.0]
+    assert RetryPolicy().backoff == 0.25 and RetryPolicy().cap == 2.0
+    seeded = RetryPolicy(jitter=__import__("random").Random(7).random)
+    assert all(0 <= seeded.wait(0.25, n) < min(2.0, 0.25 * 2**n) for n in range(10))
+
+
+@pytest.mark.parametrize(
+    ("kind", "limited"),
+    [
+        pytest.param("brave", Reply(429, brave_error(429, "RATE_LIMITED", "slow")), id="brave"),
+        pytest.param("duckduckgo", Reply(429, "<html>slow down</html>"), id="duckduckgo"),
+    ],
+)
+async def test_a_429_without_retry_after_is_retried_once_then_cools(  # type: ignore[no-untyped-def]
+    make, sleeps: Sleeps, kind, limited
+) -> None:
+    engine, (fake,) = await make(kind, backoff=0.3)
+    fake.queue(limited, Reply(200, brave("https://b.example/1") if kind == "brave" else
+                                DDG_PAGE.format(n=1)))  # fmt: skip
+    outcome = await engine.search(Q)
+    assert outcome.warnings == () and len(fake.requests) == 2
+    assert sleeps.waits == [0.3]  # after the backoff
+
+
+async def test_a_bare_429_is_retried_once_however_many_retries(  # type: ignore[no-untyped-def]
+    transport, clock, sleeps, upstream
+) -> None:
+    fake = await upstream()
+    fake.default = Reply(429, "<html>slow down</html>")
+    entry = {"id": "ddg", "kind": "duckduckgo", "base_url": fake.base_url, "allow_private": True,
+             "retries": 3, "backoff_ms": 200}  # fmt: skip
+    retry = RetryPolicy(jitter=lambda: 0.5)
+    engine = build_engine({"providers": [entry]}, transport, clock, sleep=sleeps, retry=retry)
+    with pytest.raises(UpstreamError, match=r"\[rate_limited\]"):
+        await engine.search(Q)
+    assert len(fake.requests) == 2 and sleeps.waits == [0.1]  # half of the 0.2 s step
+    assert (await engine.status())["providers"][0]["state"] == "cooling"
+
+
+async def test_a_spent_quota_429_is_not_retried(make, sleeps: Sleeps) -> None:
+    engine, (brv,) = await make("brave")
+    brv.queue(Reply(429, brave_error(429, "QUOTA_LIMITED", "monthly quota spent")))
+    with pytest.raises(UpstreamError):
+        await engine.search(Q)
+    assert len(brv.requests) == 1 and sleeps.waits == []

@@ -225,9 +225,10 @@ async def test_name_resolving_inside_is_refused_when_fetched(start, upstream) ->
 
 async def test_fallback_names_each_failure(start) -> None:
     gateway = await start(providers=ALL_FOUR)
-    gateway.fakes["brave"].queue(
-        Reply(429, {"type": "ErrorResponse", "error": {"code": "RATE_LIMITED", "detail": "slow"}})
+    limited = Reply(
+        429, {"type": "ErrorResponse", "error": {"code": "RATE_LIMITED", "detail": "slow"}}
     )
+    gateway.fakes["brave"].queue(limited, limited)  # a bare 429 is retried once, then cools
     gateway.fakes["tavily"].queue(Reply(200, b"{not json"))
     gateway.fakes["searx"].queue(Reply(403, "<html>Forbidden</html>"))
     status, body = await gateway.search("dropper", query="fallback")
