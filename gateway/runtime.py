@@ -278,7 +278,12 @@ class Services:
         self.tools.add(websearch_spec(self.websearch))
         self.tools.add(
             research_spec(
-                ResearchTool(websearch=self.websearch, webfetch=self.webfetch, audit=self.audit)
+                ResearchTool(
+                    websearch=self.websearch,
+                    webfetch=self.webfetch,
+                    audit=self.audit,
+                    cache=ResearchTool.cache_for(config.search.cache_ttl, time.monotonic),
+                )
             )
         )
         self.xsearch = build_xsearch(

@@ -327,8 +327,13 @@ RESEARCH_ENVELOPE = _object(
     passages=_INT,
 )
 RESEARCH_RESPONSE = _object(
-    ["search", "pages", "note"],
+    ["search", "pages", "note", "cached"],
     search=SEARCH_RESPONSE,
+    cached={
+        **_BOOL,
+        "description": "True when this is a repeat within search.cache_ttl, answered from "
+        "the cache with the first answer (its envelopes and signatures as they were made).",
+    },
     note={
         **_STR,
         "description": "One line: which pages were read, and why any chosen page was not.",

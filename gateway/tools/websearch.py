@@ -112,19 +112,8 @@ class WebSearchTool:
     ) -> SearchAnswer:
         """Search for already schema-checked `args`; `action` names the audit record (Research
         searches through here too and decides its own enablement)."""
-        queries = search_queries(args)
+        queries, decision = self.decide(ctx, args, action)
         query = queries[0]
-        # Step 2b looks at every query the provider would be sent.
-        texts = [phrasing.query for phrasing in queries]
-        decision = scan_domain_filters(ctx.policy, decide_query(ctx.policy, action, texts), args)
-        if not decision.allowed:
-            error = refusal(decision)
-            self._audit.append(tool_record(action, ctx, decision=decision, error=error))
-            raise error
-        if action != "WebSearch":
-            decision = scan_domain_filters(
-                ctx.policy, decide_query(ctx.policy, "WebSearch", texts), args
-            )
         try:
             outcome = await self.engine.search_many(queries, provider_id=args.get("provider"))
         except UpstreamError as error:
@@ -193,6 +182,30 @@ class WebSearchTool:
             )
         )
         return answer
+
+    def decide(
+        self, ctx: CallContext, args: Mapping[str, Any], action: str
+    ) -> tuple[list[SearchQuery], Decision]:
+        """The validated phrasings and the decision on them (steps 2 and 2b, the domain
+        filters included); a refusal is recorded under `action` and raised."""
+        queries = search_queries(args)
+        # Step 2b looks at every query the provider would be sent.
+        texts = [phrasing.query for phrasing in queries]
+        decision = scan_domain_filters(ctx.policy, decide_query(ctx.policy, action, texts), args)
+        if not decision.allowed:
+            error = refusal(decision)
+            self._audit.append(tool_record(action, ctx, decision=decision, error=error))
+            raise error
+        if action != "WebSearch":
+            decision = scan_domain_filters(
+                ctx.policy, decide_query(ctx.policy, "WebSearch", texts), args
+            )
+        return queries, decision
+
+    async def remember(self, ctx: CallContext, allowed: Sequence[tuple[str, str]]) -> None:
+        """Make (id, url) pairs of an earlier answer fetchable as "id:<id>" again."""
+        if allowed:
+            await self._ids.remember(ctx.client_label, list(allowed))
 
     def _respond(
         self, ctx: CallContext, decision: Decision, outcome: SearchOutcome
