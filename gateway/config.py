@@ -74,22 +74,20 @@ class ProviderConfig:
     backoff_ms: int | None = None  # 1-2000 ms before a retry; None = the gateway's default
 
 
-def _default_providers() -> tuple[ProviderConfig, ...]:
-    """The keyless chain: each engine hands over to the next when it blocks or fails."""
-    return (
-        ProviderConfig(id="ddg", kind="duckduckgo"),
-        ProviderConfig(id="bing", kind="bing"),
-        ProviderConfig(id="baidu", kind="baidu"),
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class SearchConfig:
-    providers: tuple[ProviderConfig, ...] = field(default_factory=_default_providers)
+    # None: the automatic chain (every keyed provider whose key is set, then the keyless
+    # engines: configload.providers.effective_providers); a list is used as written.
+    providers: tuple[ProviderConfig, ...] | None = None
     # Host pattern -> rank weight for fusing and ranking results ({".python.org": 1.3}).
     weights: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    # Country -> provider ids asked first for a query with that region ({"cn": ("baidu",)}).
+    region_providers: Mapping[str, tuple[str, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    prefer: str | None = None  # "model_native": those first in the automatic chain
     cache_ttl: float = 600.0
-    timeout: float = 10.0
+    timeout: float = 15.0
     deadline: float = 20.0
     id_ttl: float = 3600.0
 

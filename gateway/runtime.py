@@ -34,7 +34,7 @@ from gateway.policy import dlp
 from gateway.policy.load import PolicyValidationError, load_default_policy, load_policy_file
 from gateway.policy.model import Policy
 from gateway.provenance.dsse import DSSEError, Signer, keyid_of, load_public_key
-from gateway.search import build_engine
+from gateway.search import build_engine, chain_entries
 from gateway.search.ids import IdStore, InMemoryIdStore
 from gateway.search.providers import ADAPTERS
 from gateway.state.wiring import connect_shared_state
@@ -248,7 +248,7 @@ class Services:
             self.fetcher,
             [
                 ProviderEndpoint(p.base_url or ADAPTERS[p.kind].default_base_url, p.allow_private)
-                for p in config.search.providers
+                for p in chain_entries(config.search, os.environ)
                 if p.base_url or p.kind in ADAPTERS
             ],
             timeout=config.search.timeout,
@@ -290,7 +290,12 @@ class Services:
         self.tools.add(websearch_spec(self.websearch))
         self.tools.add(
             research_spec(
-                ResearchTool(websearch=self.websearch, webfetch=self.webfetch, audit=self.audit)
+                ResearchTool(
+                    websearch=self.websearch,
+                    webfetch=self.webfetch,
+                    audit=self.audit,
+                    cache=ResearchTool.cache_for(config.search.cache_ttl, time.monotonic),
+                )
             )
         )
         self.xsearch = build_xsearch(

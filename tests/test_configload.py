@@ -119,12 +119,12 @@ DOCUMENTED_DEFAULTS: list[tuple[str, Any]] = [
     ("state.on_failure", "closed"),
     ("fetch.cache_ttl", 0),
     ("fetch.user_agent", None),
-    ("search.providers", (ProviderConfig(id="ddg", kind="duckduckgo"),
-                          ProviderConfig(id="bing", kind="bing"),
-                          ProviderConfig(id="baidu", kind="baidu"))),  # fmt: skip
+    ("search.providers", None),  # the automatic chain
     ("search.weights", {}),
+    ("search.region_providers", {}),
+    ("search.prefer", None),
     ("search.cache_ttl", 600),
-    ("search.timeout", 10),
+    ("search.timeout", 15),
     ("search.deadline", 20),
     ("search.id_ttl", 3600),
     ("x_search.kind", "xai"),

@@ -138,7 +138,7 @@ def missing_api_keys(config: GatewayConfig, path: str, environ: Mapping[str, str
     so now, at the line that names the variable."""
     text = _read_text(path)
     issues = []
-    for i, provider in enumerate(config.search.providers):
+    for i, provider in enumerate(config.search.providers or ()):  # the automatic chain: none
         name = provider.api_key_env
         if name is None or environ.get(name):
             continue

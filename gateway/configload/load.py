@@ -28,7 +28,7 @@ from gateway.config import (
     TLSConfig,
     XSearchConfig,
 )
-from gateway.configload.providers import check_url_address
+from gateway.configload.providers import AUTOMATIC_IDS, check_region_providers, check_url_address
 from gateway.configload.schema import AUDIT, TOP_FIELDS
 from gateway.configload.values import INSTANCE_PLACEHOLDER, STDOUT_PATH, ConfigWalker
 from gateway.yamlstrict.issues import Issue, SourceError, sort_issues
@@ -147,6 +147,11 @@ def _check_across(w: Walker, top: Section) -> None:
     x_search = top["x_search"]
     if x_search.valid("base_url", "allow_private"):
         check_url_address(w, x_search, "x_search")
+    if search.valid("providers", "region_providers") and search["region_providers"]:
+        providers = search["providers"]
+        known = [p.id for p in providers] if providers is not None else list(AUTOMATIC_IDS)
+        node = _first_node(search, "region_providers")
+        check_region_providers(w, node, search["region_providers"], known)
     if search.valid("timeout", "deadline") and search["deadline"] < search["timeout"]:
         w.error(
             _first_node(search, "deadline", "timeout"),

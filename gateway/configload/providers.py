@@ -5,16 +5,18 @@ IP literal (metadata never, private only with `allow_private`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 from yaml.nodes import MappingNode, Node, ScalarNode
 
-from gateway.config import ProviderConfig
+from gateway.config import ProviderConfig, SearchConfig
 from gateway.configload.values import claim_unique, read_env_name, read_http_url, read_id
 from gateway.policy.addresses import AddressKind, classify_address
 from gateway.policy.hosts import PatternError, parse_pattern
 from gateway.policy.urls import parse_url
+from gateway.yamlstrict.issues import Severity
 from gateway.yamlstrict.walk import (
     Field,
     Section,
@@ -38,6 +40,51 @@ MAX_RETRIES = 3
 MAX_BACKOFF_MS = 2000
 BASE_URL_KINDS = frozenset({"searxng"})  # self-hosted only: there is no public default
 X_SEARCH_KINDS = ("xai",)
+PREFER_CHOICES = ("model_native",)
+MIN_TIMEOUT, MAX_TIMEOUT = 1.0, 60.0  # search.timeout: one provider request, in seconds
+
+# The automatic chain (no `search.providers`): each keyed provider under its usual key
+# variable, asked when that variable is set, in this order; then the keyless engines.
+AUTOMATIC_KEYED = (
+    ProviderConfig(id="brave", kind="brave", api_key_env="BRAVE_API_KEY"),
+    ProviderConfig(id="tavily", kind="tavily", api_key_env="TAVILY_API_KEY"),
+    ProviderConfig(id="serper", kind="serper", api_key_env="SERPER_API_KEY"),
+    ProviderConfig(id="bocha", kind="bocha", api_key_env="BOCHA_API_KEY"),
+    ProviderConfig(
+        id="tencent_wsa",
+        kind="tencent_wsa",
+        secret_id_env="TENCENTCLOUD_SECRET_ID",
+        secret_key_env="TENCENTCLOUD_SECRET_KEY",
+    ),
+    ProviderConfig(id="openai", kind="openai", api_key_env="OPENAI_API_KEY"),
+    ProviderConfig(id="anthropic", kind="anthropic", api_key_env="ANTHROPIC_API_KEY"),
+)
+KEYLESS_CHAIN = (
+    ProviderConfig(id="ddg", kind="duckduckgo"),
+    ProviderConfig(id="bing", kind="bing"),
+    ProviderConfig(id="baidu", kind="baidu"),
+)
+AUTOMATIC_IDS = tuple(p.id for p in (*AUTOMATIC_KEYED, *KEYLESS_CHAIN))
+
+
+def effective_providers(
+    search: SearchConfig, environ: Mapping[str, str]
+) -> tuple[ProviderConfig, ...]:
+    """The chain a search asks: `search.providers` exactly as written; without it, every
+    keyed provider whose key variables are all set (model-native ones first with
+    `prefer: model_native`), then DuckDuckGo, Bing and Baidu."""
+    if search.providers is not None:
+        return search.providers
+    keyed = [
+        p
+        for p in AUTOMATIC_KEYED
+        if all(environ.get(name) for name in (p.api_key_env, p.secret_id_env, p.secret_key_env)
+               if name)
+    ]  # fmt: skip
+    if search.prefer == "model_native":
+        keyed.sort(key=lambda p: p.kind not in MODEL_KINDS)  # stable: the order stays within
+    return (*keyed, *KEYLESS_CHAIN)
+
 
 _PROVIDER_FIELDS = {
     "id": Field(read_id, None, required=True),
@@ -194,3 +241,71 @@ def read_weights(w: Walker, node: Node, path: str) -> Mapping[str, float] | None
         else:
             table[key.value] = weight
     return MappingProxyType(table) if ok else None
+
+
+_COUNTRY = re.compile(r"^[a-z]{2}$")
+
+
+def read_region_providers(w: Walker, node: Node, path: str) -> Mapping[str, tuple[str, ...]] | None:
+    """`search.region_providers`: a country code (as a query's region names it) -> provider
+    ids asked first for that region; whether the ids exist is checked across sections."""
+    if not isinstance(node, MappingNode):
+        w.wrong_type(node, path, "a mapping of country code to a list of provider ids")
+        return None
+    table: dict[str, tuple[str, ...]] = {}
+    ok = True
+    for key, value in node.value:
+        if not isinstance(key, ScalarNode) or w.is_reported(key):
+            ok = False
+            continue
+        country = key.value.strip().lower()
+        country = "gb" if country == "uk" else country
+        if not _COUNTRY.match(country):
+            w.error(
+                key,
+                "bad_value",
+                f"{path}: {key.value[:20]!r} is not a two-letter country code (cn, us, de, ...)",
+            )
+            ok = False
+            continue
+        where = f"{path}.{country}"
+        ids = w.unique_items(
+            value, where, lambda item, at: read_id(w, item, at), duplicates=Severity.ERROR
+        )
+        if ids is None:
+            ok = False
+        else:
+            table[country] = tuple(ids)
+    return MappingProxyType(table) if ok else None
+
+
+def check_region_providers(
+    w: Walker, node: Node | None, table: Mapping[str, Sequence[str]], known: Sequence[str]
+) -> None:
+    """Every id in `search.region_providers` names a provider of the chain (with no
+    `search.providers`, one of the automatic chain's ids)."""
+    for country, ids in table.items():
+        for pid in ids:
+            if pid not in known:
+                w.error(
+                    node,
+                    "unknown_provider",
+                    f"search.region_providers.{country}: {pid!r} is not a provider of the "
+                    f"chain (known: {', '.join(known)})",
+                )
+
+
+def read_search_timeout(w: Walker, node: Node, path: str) -> float | None:
+    """`search.timeout`: one provider request, 1 to 60 seconds."""
+    value = w.number(node, path)
+    if value is None:
+        return None
+    if not MIN_TIMEOUT <= value <= MAX_TIMEOUT:
+        shown = node.value if isinstance(node, ScalarNode) else value
+        w.error(
+            node,
+            "out_of_range",
+            f"{path} must be between {MIN_TIMEOUT:g} and {MAX_TIMEOUT:g} seconds, got {shown}",
+        )
+        return None
+    return value

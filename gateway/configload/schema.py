@@ -22,7 +22,14 @@ from gateway.config import (
     XSearchConfig,
 )
 from gateway.configload.clients import read_clients
-from gateway.configload.providers import X_SEARCH_KINDS, read_providers, read_weights
+from gateway.configload.providers import (
+    PREFER_CHOICES,
+    X_SEARCH_KINDS,
+    read_providers,
+    read_region_providers,
+    read_search_timeout,
+    read_weights,
+)
 from gateway.configload.resolver import read_static_hosts
 from gateway.configload.values import (
     path_field,
@@ -100,8 +107,10 @@ TOP_FIELDS: dict[str, Field] = {
         {
             "providers": Field(read_providers, SEARCH.providers),
             "weights": Field(read_weights, SEARCH.weights),
+            "region_providers": Field(read_region_providers, SEARCH.region_providers),
+            "prefer": choice_field(SEARCH.prefer, PREFER_CHOICES),
             "cache_ttl": seconds_field(SEARCH.cache_ttl, allow_zero=True),
-            "timeout": seconds_field(SEARCH.timeout),
+            "timeout": Field(read_search_timeout, SEARCH.timeout),
             "deadline": seconds_field(SEARCH.deadline),
             "id_ttl": seconds_field(SEARCH.id_ttl),
         }

@@ -8,7 +8,7 @@ filtering of result URLs, envelopes and markers belong to the tools above this p
 
 from __future__ import annotations
 
-from gateway.search.assembly import build_engine
+from gateway.search.assembly import build_engine, chain_entries
 from gateway.search.cache import CacheStats, InMemorySearchCache, SearchCache
 from gateway.search.canonical import SearchResult, canonical_url, result_id
 from gateway.search.chain import ConfiguredProvider, RetryPolicy, SearchEngine, SearchOutcome
@@ -47,6 +47,7 @@ __all__ = [
     "SearchQuery",
     "SearchResult",
     "build_engine",
+    "chain_entries",
     "canonical_url",
     "result_id",
 ]

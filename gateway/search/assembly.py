@@ -1,10 +1,12 @@
 """`build_engine`: the `search:` configuration section -> a ready `SearchEngine`.
 
 Reads provider entries ({id, kind, base_url?, api_key_env?, secret_id_env?, secret_key_env?,
-model?, retries?, backoff_ms?, allow_private?}), API keys from the environment (never from
-the file), the domain weights, and builds in-memory health and cache stores unless shared
-ones are passed in. It does not validate the file's syntax: the config loader does. A
-provider whose key is missing is logged as a warning here, once, and never asked.
+model?, retries?, backoff_ms?, allow_private?}; none: the automatic chain that follows the
+keys set, `configload.providers.effective_providers`), API keys from the environment (never
+from the file), the domain weights and region providers, and builds in-memory health and
+cache stores unless shared ones are passed in. It does not validate the file's syntax: the
+config loader does. A provider whose key is missing is logged as a warning here, once, and
+never asked.
 """
 
 from __future__ import annotations
@@ -16,16 +18,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from gateway.config import SearchConfig
+from gateway.configload.providers import effective_providers
 from gateway.search.cache import InMemorySearchCache, SearchCache
 from gateway.search.chain import ConfiguredProvider, RetryPolicy, SearchEngine, SearchOutcome
 from gateway.search.fusion import DomainWeights
 from gateway.search.health import HealthStore, InMemoryHealthStore
 from gateway.search.providers import ADAPTERS
 
-DEFAULT_PROVIDERS: tuple[Mapping[str, Any], ...] = tuple(
-    {"id": p.id, "kind": p.kind} for p in SearchConfig().providers
-)
-DEFAULTS = {"cache_ttl": 600.0, "timeout": 10.0, "deadline": 20.0}
+DEFAULTS = {"cache_ttl": 600.0, "timeout": 15.0, "deadline": 20.0}
 
 log = logging.getLogger("gateway.search")
 
@@ -43,7 +43,7 @@ def build_engine(
 ) -> SearchEngine:
     """`search_config` may be the parsed mapping or an object with the same attributes."""
     env = os.environ if environ is None else environ
-    entries = _read(search_config, "providers", None) or DEFAULT_PROVIDERS
+    entries = chain_entries(search_config, env)
     providers = [_provider(entry, env) for entry in entries]
     cache_ttl = float(_read(search_config, "cache_ttl", DEFAULTS["cache_ttl"]))
     for provider in providers:
@@ -66,7 +66,17 @@ def build_engine(
         sleep=sleep,
         clock=clock,
         weights=DomainWeights.from_mapping(_read(search_config, "weights", None)),
+        region_providers=_read(search_config, "region_providers", None),
     )
+
+
+def chain_entries(search_config: Any, environ: Mapping[str, str]) -> tuple[Any, ...]:
+    """The providers as configured, or the automatic chain that follows the keys set."""
+    providers = _read(search_config, "providers", None)
+    if providers is not None:
+        return tuple(providers)
+    prefer = _read(search_config, "prefer", None)
+    return effective_providers(SearchConfig(prefer=prefer), environ)
 
 
 def _provider(entry: Any, env: Mapping[str, str]) -> ConfiguredProvider:

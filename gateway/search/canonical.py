@@ -43,7 +43,9 @@ class SearchResult:
     domain: str
     published_at: str | None
     # Canonical URLs of near-duplicates merged into this result (dedupe.py), best rank first.
-    mirrors: tuple[str, ...] = ()
+    also_at: tuple[str, ...] = ()
+    # The provider's relevance score, or for a fused answer the fused score; None otherwise.
+    score: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -53,14 +55,15 @@ class SearchResult:
             "snippet": self.snippet,
             "domain": self.domain,
             "published_at": self.published_at,
+            "score": self.score,
         }
-        if self.mirrors:
-            out["mirrors"] = list(self.mirrors)
+        if self.also_at:
+            out["also_at"] = list(self.also_at)
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SearchResult:
-        return cls(**{**data, "mirrors": tuple(data.get("mirrors", ()))})
+        return cls(**{**data, "also_at": tuple(data.get("also_at", ()))})
 
 
 def canonical_url(raw: str) -> str | None:

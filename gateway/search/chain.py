@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,7 +35,14 @@ from gateway.search.failures import ErrorClass, ProviderError, scrub_secrets
 from gateway.search.fusion import DomainWeights, fuse
 from gateway.search.health import HealthState, HealthStore, iso_time
 from gateway.search.providers.adapter import ProviderAdapter, ProviderSettings
-from gateway.search.query import RawResult, SearchQuery, host_within, rewrite_chinese_year
+from gateway.search.query import (
+    Freshness,
+    RawResult,
+    SearchQuery,
+    YearRewrite,
+    host_within,
+    rewrite_chinese_year,
+)
 from gateway.search.transport import ProviderTransport, ProviderTransportError
 
 log = logging.getLogger("gateway.search")
@@ -89,8 +98,18 @@ class ConfiguredProvider:
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    backoff: float = 0.5  # seconds before the one retry of a timeout, network or server error
+    """Exponential backoff with full jitter: before retry n (from 0) the wait is drawn
+    uniformly from [0, min(cap, backoff * 2**n)] (AWS's "full jitter"), so retries of many
+    searches spread out instead of arriving together."""
+
+    backoff: float = 0.25  # the base, in seconds (a provider's backoff_ms replaces it)
+    cap: float = 2.0  # no wait is longer than this
     max_retry_after: float = 2.0  # a rate limit is retried only when it asks for at most this
+    # Draws from [0, 1): injectable, so tests are deterministic and never really wait.
+    jitter: Callable[[], float] = random.random
+
+    def wait(self, base: float, attempt: int) -> float:
+        return self.jitter() * min(self.cap, base * 2 ** min(attempt, 16))
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +127,11 @@ class SearchOutcome:
     query_rewritten: bool
     query_year: int | None
     freshness_auto_inferred: bool
-    answer: str | None = None  # a model-native provider's own prose, as it wrote it
+    answer: str | None = None  # the provider's own answer (model prose, an answer box)
     queries: tuple[str, ...] = ()  # every phrasing of a fused search; empty for one query
+    time_range_applied: tuple[str, str] | None = None  # the dates the provider filtered by
+    total: int | None = None  # the provider's estimate of how many results exist
+    provider_switched: bool = False  # a later provider of the chain answered
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -128,6 +150,11 @@ class SearchOutcome:
             "freshness_auto_inferred": self.freshness_auto_inferred,
             "answer": self.answer,
             "queries": list(self.queries),
+            "time_range_applied": list(self.time_range_applied)
+            if self.time_range_applied
+            else None,
+            "total": self.total,
+            "provider_switched": self.provider_switched,
         }
 
     @classmethod
@@ -149,6 +176,9 @@ class SearchOutcome:
             freshness_auto_inferred=data["freshness_auto_inferred"],
             answer=data.get("answer"),
             queries=tuple(data.get("queries", ())),
+            time_range_applied=_window(data.get("time_range_applied")),
+            total=data.get("total"),
+            provider_switched=bool(data.get("provider_switched", False)),
         )
 
 
@@ -161,6 +191,8 @@ class _Answer:
     filtered: int
     freshness_applied: bool
     answer: str | None = None
+    total: int | None = None
+    window: tuple[str, str] | None = None
 
 
 class SearchEngine:
@@ -177,6 +209,7 @@ class SearchEngine:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.time,
         weights: DomainWeights | None = None,
+        region_providers: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         if not providers:
             raise ValueError("at least one search provider is needed")
@@ -194,6 +227,12 @@ class SearchEngine:
         self._sleep = sleep
         self._clock = clock
         self._weights = weights or DomainWeights()
+        # Country -> the providers asked first for it; ids not in this chain (a keyed
+        # provider whose key is not set, left out of the automatic chain) are passed over.
+        self._region_first = {
+            country: tuple(pid for pid in ids if pid in self._providers)
+            for country, ids in (region_providers or {}).items()
+        }
         self._secrets = tuple(
             secret for p in providers for secret in (p.api_key, p.secret_id) if secret
         )
@@ -202,13 +241,19 @@ class SearchEngine:
     def provider_ids(self) -> tuple[str, ...]:
         return self._order
 
+    def chain_for(self, query: SearchQuery) -> tuple[str, ...]:
+        """The providers in the order this query asks them: its region's first
+        (`search.region_providers`), then the rest of the chain."""
+        first = self._region_first.get(query.country or "", ())
+        return tuple(dict.fromkeys((*first, *self._order))) if first else self._order
+
     async def search(self, query: SearchQuery, *, provider_id: str | None = None) -> SearchOutcome:
         if provider_id is not None and provider_id not in self._providers:
             raise InvalidRequestError(
                 f"provider: unknown provider {provider_id[:64]!r}; "
                 f"configured: {', '.join(self._order)}"
             )
-        chain = (provider_id,) if provider_id is not None else self._order
+        chain = (provider_id,) if provider_id is not None else self.chain_for(query)
         key = search_cache_key(query, chain, pinned=provider_id is not None)
         if self._cache is not None:
             hit = await self._cache.get(key)
@@ -228,19 +273,17 @@ class SearchEngine:
             if skip is not None:
                 self._warn(warnings, pid, skip)
                 continue
-            sent = rewrite.query
-            if rewrite.query_rewritten and not provider.adapter.applies_time_filter(sent):
-                sent = query  # the year stays in the text where no time filter can replace it
+            sent = query_for(provider.adapter, query, rewrite)
             tried.append(pid)
             try:
-                raw, said = await self._ask(provider, sent, deadline)
+                raw, said, total = await self._ask(provider, sent, deadline)
             except ProviderError as error:
                 if error.error_class is not ErrorClass.BUDGET_EXHAUSTED:
                     await self._health.record_failure(pid, error.error_class, error.retry_after)
                 self._warn(warnings, pid, error)
                 continue
             await self._health.record_success(pid)
-            candidate = self._finish(pid, provider.adapter, sent, raw, said)
+            candidate = self._finish(pid, provider.adapter, sent, raw, said, total)
             if candidate.results:
                 answer = candidate
                 break
@@ -269,6 +312,9 @@ class SearchEngine:
             query_year=rewrite.query_year,
             freshness_auto_inferred=rewritten and rewrite.freshness_auto_inferred,
             answer=chosen.answer,
+            time_range_applied=chosen.window,
+            total=chosen.total,
+            provider_switched=chosen.provider != chain[0],
         )
         if self._cache is not None and answer is not None:
             await self._cache.put(key, outcome)
@@ -320,6 +366,9 @@ class SearchEngine:
             cached=all(o.cached for o in answered),
             answer=next((o.answer for o in answered if o.answer), None),
             queries=tuple(q.query for q in queries),
+            time_range_applied=providing.time_range_applied,
+            total=providing.total,
+            provider_switched=any(o.provider_switched for o in answered),
         )
 
     def missing_keys(self) -> dict[str, tuple[str, ...]]:
@@ -366,11 +415,13 @@ class SearchEngine:
 
     async def _ask(
         self, provider: ConfiguredProvider, query: SearchQuery, deadline: float
-    ) -> tuple[list[RawResult], str | None]:
+    ) -> tuple[list[RawResult], str | None, int | None]:
         """One request, and up to `retries` more when the failure is worth it and time
-        allows; the results and the model's answer, if the provider writes one."""
+        allows; the results, the provider's own answer and its estimated total, if it
+        gives them."""
         loop = asyncio.get_running_loop()
         retried = 0
+        bare_429_retried = False
         while True:
             # Built for each attempt: a signed request carries the time it was signed.
             request = provider.adapter.request(query, provider.settings(self._clock()))
@@ -398,7 +449,16 @@ class SearchEngine:
                     )
             except ProviderError as exc:
                 error = exc
-            wait = self._retry_wait(error, provider)
+            bare_429 = (
+                error.error_class is ErrorClass.RATE_LIMITED
+                and error.retry_after is None
+                and error.status == 429
+            )
+            wait = self._retry_wait(error, provider, retried)
+            if bare_429 and not bare_429_retried:
+                # A 429 that names no wait: one more try after the backoff, then it cools.
+                wait = self._retry.wait(self._base(provider), retried)
+                bare_429_retried = True
             if retried >= provider.retries or wait is None or wait >= deadline - loop.time():
                 raise error
             retried += 1
@@ -410,8 +470,14 @@ class SearchEngine:
             )
             await self._sleep(wait)
 
-    def _retry_wait(self, error: ProviderError, provider: ConfiguredProvider) -> float | None:
-        backoff = self._retry.backoff if provider.backoff is None else provider.backoff
+    def _base(self, provider: ConfiguredProvider) -> float:
+        return self._retry.backoff if provider.backoff is None else provider.backoff
+
+    def _retry_wait(
+        self, error: ProviderError, provider: ConfiguredProvider, attempt: int
+    ) -> float | None:
+        """The wait before retrying `error` (None: not worth a retry)."""
+        backoff = self._retry.wait(self._base(provider), attempt)
         if error.error_class in _RETRYABLE:
             return backoff
         if (
@@ -429,6 +495,7 @@ class SearchEngine:
         sent: SearchQuery,
         raw: list[RawResult],
         said: str | None = None,
+        total: int | None = None,
     ) -> _Answer:
         results: list[SearchResult] = []
         filtered = 0
@@ -448,20 +515,24 @@ class SearchEngine:
                     snippet=item.snippet,
                     domain=host,
                     published_at=item.published_at,
+                    score=item.score,
                 )
             )
         kept, deduped = dedup(results)
         kept, merged = merge_near_duplicates(kept)
         if self._weights:
             kept, _ = fuse([kept], self._weights)
+        applied = sent.has_time_filter and adapter.applies_time_filter(sent)
         return _Answer(
             provider=pid,
             sent=sent,
             results=kept[: sent.max_results],
             deduped=deduped + merged,
             filtered=filtered,
-            freshness_applied=sent.has_time_filter and adapter.applies_time_filter(sent),
+            freshness_applied=applied,
             answer=said,
+            total=total,
+            window=applied_window(sent, self._clock()) if applied else None,
         )
 
     def _warn(self, warnings: list[str], pid: str, error: ProviderError) -> None:
@@ -473,12 +544,29 @@ class SearchEngine:
         return scrub_secrets(text, self._secrets)
 
 
-def _parse(provider: ConfiguredProvider, response: Any) -> tuple[list[RawResult], str | None]:
+def query_for(adapter: ProviderAdapter, query: SearchQuery, rewrite: YearRewrite) -> SearchQuery:
+    """What one provider is asked for a query whose Chinese year may have been rewritten:
+    the year as its date range where the provider applies one (the year out of the text);
+    elsewhere the year stays in the text, and the window goes along for a provider that
+    sends it without being known to honour it (Bing's page, a model's prompt)."""
+    if not rewrite.query_rewritten:
+        return query
+    if adapter.applies_time_filter(rewrite.query):
+        return rewrite.query
+    return replace(query, time_range=rewrite.query.time_range)
+
+
+def _parse(
+    provider: ConfiguredProvider, response: Any
+) -> tuple[list[RawResult], str | None, int | None]:
     try:
-        results = provider.adapter.parse(response)
-        reader = provider.adapter.parse_answer
-        return results, reader(response) if reader is not None else None
-    except ProviderError:
+        adapter = provider.adapter
+        results = adapter.parse(response)
+        answer = adapter.parse_answer(response) if adapter.parse_answer is not None else None
+        total = adapter.parse_total(response) if adapter.parse_total is not None else None
+        return results, answer, total
+    except ProviderError as error:
+        error.status = getattr(response, "status", None)
         raise
     except Exception as exc:  # a parser bug must cost one provider, not the search
         log.exception("search provider %s: parser failed", provider.id)
@@ -505,6 +593,29 @@ def _domain_allowed(host: str, query: SearchQuery) -> bool:
     if query.include_domains and not any(host_within(host, d) for d in query.include_domains):
         return False
     return not any(host_within(host, d) for d in query.exclude_domains)
+
+
+# The window a freshness bucket stands for, counted back from today (UTC).
+_FRESHNESS_DAYS = {Freshness.DAY: 1, Freshness.WEEK: 7, Freshness.MONTH: 31, Freshness.YEAR: 365}
+
+
+def applied_window(query: SearchQuery, now: float) -> tuple[str, str] | None:
+    """The dates a time filter covers: the range asked for, or the freshness bucket's days
+    back from today (UTC, from the engine's clock)."""
+    if query.time_range is not None:
+        start, end = query.time_range
+        return start.isoformat(), end.isoformat()
+    if query.freshness is None:
+        return None
+    today = datetime.fromtimestamp(now, UTC).date()
+    start = today - timedelta(days=_FRESHNESS_DAYS[query.freshness])
+    return start.isoformat(), today.isoformat()
+
+
+def _window(value: Any) -> tuple[str, str] | None:
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return str(value[0]), str(value[1])
+    return None
 
 
 def _no_results(detail: str) -> str:

@@ -36,6 +36,8 @@ class ProviderError(Exception):
         self.error_class = error_class
         self.message = message
         self.retry_after = retry_after
+        # The HTTP status of the answer it was read from (set by the chain), if any.
+        self.status: int | None = None
 
 
 REDACTED = "[redacted]"

@@ -1,20 +1,21 @@
 """Reciprocal rank fusion of several ranked result lists, with domain weights.
 
 Each result scores sum(weight(domain) / (K + rank)) over the lists it appears in (rank from
-1, K = 60 as in Cormack et al.); the same page in several lists is one result (canonical
-twins), keeping the best-ranked copy's text and every copy's mirrors. `DomainWeights` maps
-host patterns (`example.com` exactly, `*.example.com` subdomains only, `.example.com` both;
-the most specific match wins) to a factor. One list with weights is simply re-ranked. Pure.
+1, K = 60 as in Cormack et al.) and, when several lists were fused, carries that score; the
+same page in several lists is one result (canonical twins), keeping the best-ranked copy's
+text and every copy's `also_at`. `DomainWeights` maps host patterns (`example.com` exactly,
+`*.example.com` subdomains only, `.example.com` both; the most specific match wins) to a
+factor. One list with weights is simply re-ranked (the provider's scores kept). Pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gateway.policy.hosts import HostPattern, PatternKind, parse_pattern
 from gateway.search.canonical import SearchResult, twin_key
-from gateway.search.dedupe import with_mirrors
+from gateway.search.dedupe import with_also_at
 
 RRF_K = 60
 MIN_WEIGHT = 0.0
@@ -80,8 +81,17 @@ def fuse(
             kept = chosen[key]
             if (rank, index) < best[key]:
                 best[key] = (rank, index)
-                chosen[key] = with_mirrors(result, (*kept.mirrors, *result.mirrors))
+                chosen[key] = with_also_at(result, (*kept.also_at, *result.also_at))
             else:
-                chosen[key] = with_mirrors(kept, result.mirrors)
+                chosen[key] = with_also_at(kept, result.also_at)
     order = sorted(chosen, key=lambda key: (-scores[key], best[key]))
-    return [chosen[key] for key in order], folded
+    if len(lists) == 1:  # re-ranked by weight only: the provider's own score stays
+        return [chosen[key] for key in order], folded
+    return [replace(chosen[key], score=json_number(scores[key], 6)) for key in order], folded
+
+
+def json_number(value: float, places: int) -> float:
+    """`value` rounded, an integral one as an int: written the same by orjson and by RFC 8785
+    (`3`, not `3.0`), so digests over results stay canonical."""
+    rounded = round(value, places)
+    return int(rounded) if rounded.is_integer() else rounded

@@ -16,13 +16,13 @@ from enum import StrEnum
 from typing import Any
 
 from gateway.errors import InvalidRequestError
+from gateway.search.region import Region, parse_region
 
 MAX_QUERY_CHARS = 400  # Brave's limit, the strictest of the providers
 MAX_RESULTS = 20
 DEFAULT_RESULTS = 10
 MAX_DOMAIN_FILTERS = 5
 
-_REGION = re.compile(r"^(?:(?P<lang>[a-z]{2})-)?(?P<country>[a-z]{2})$")
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -40,7 +40,7 @@ class SearchQuery:
 
     query: str
     max_results: int = DEFAULT_RESULTS
-    region: str | None = None  # "cn" or "zh-cn": an optional language, then a country
+    region: str | None = None  # "cn-zh" or "cn": a country, then an optional language
     freshness: Freshness | None = None
     time_range: tuple[date, date] | None = None  # wins over freshness
     site: str | None = None
@@ -55,7 +55,8 @@ class SearchQuery:
         if not 1 <= self.max_results <= MAX_RESULTS:
             raise _invalid("max_results", f"must be between 1 and {MAX_RESULTS}")
         if self.region is not None:
-            object.__setattr__(self, "region", _clean_region(self.region))
+            parsed = parse_region(self.region)  # wt-wt (no region) is None
+            object.__setattr__(self, "region", parsed.code if parsed else None)
         if self.freshness is not None:
             object.__setattr__(self, "freshness", _clean_freshness(self.freshness))
         if self.time_range is not None:
@@ -85,14 +86,25 @@ class SearchQuery:
         )
 
     @property
+    def region_parts(self) -> Region | None:
+        return parse_region(self.region) if self.region else None
+
+    @property
     def language(self) -> str | None:
-        match = _REGION.match(self.region or "")
-        return match.group("lang") if match else None
+        """The language the caller named (None for a bare country or no region)."""
+        parts = self.region_parts
+        return parts.language if parts else None
+
+    @property
+    def search_language(self) -> str | None:
+        """The language named, else the region's country's usual language."""
+        parts = self.region_parts
+        return parts.search_language if parts else None
 
     @property
     def country(self) -> str | None:
-        match = _REGION.match(self.region or "")
-        return match.group("country") if match else None
+        parts = self.region_parts
+        return parts.country if parts else None
 
     @property
     def has_time_filter(self) -> bool:
@@ -125,6 +137,7 @@ class RawResult:
     url: str
     snippet: str
     published_at: str | None = None  # ISO 8601 when the provider's date parsed, else None
+    score: float | None = None  # the provider's own relevance score, where it gives one
 
 
 def parse_time_range(value: Any) -> tuple[date, date]:
@@ -226,14 +239,6 @@ def _clean_query(value: Any) -> str:
     if len(text) > MAX_QUERY_CHARS:
         raise _invalid("query", f"must be at most {MAX_QUERY_CHARS} characters")
     return text
-
-
-def _clean_region(value: Any) -> str:
-    if not isinstance(value, str) or not _REGION.match(value.strip().lower().replace("_", "-")):
-        raise _invalid(
-            "region", "must be a country code like 'cn' or language-country like 'zh-cn'"
-        )
-    return value.strip().lower().replace("_", "-")
 
 
 def _clean_freshness(value: Any) -> Freshness:

@@ -14,6 +14,11 @@ into passages and ranked against every phrasing of the query (search/passages.py
 `max_passages` come back with their page, heading and code-point offsets into that page's
 whole text, wrapped under the response's own nonce, with a `Research` envelope whose
 `content_sha256` covers them unwrapped.
+
+A call repeated by the same client under the same policy, with the same fields, within
+`search.cache_ttl` is answered from a small in-process cache (`cached: true`): the first
+answer as it was made and signed, its ids made fetchable again, one `Research` record for
+the repeat. Only an answer whose every chosen page was read is kept.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from gateway.audit.log import AuditLog
+from gateway.audit.redaction import redact_text
 from gateway.errors import (
     AuditWriteError,
     GatewayError,
@@ -36,6 +43,7 @@ from gateway.errors import (
 from gateway.policy.engine import decide_url
 from gateway.provenance.envelope import attach_dsse
 from gateway.provenance.markers import new_nonce, wrap
+from gateway.search.cache import InMemorySearchCache, SearchCache
 from gateway.search.dedupe import site_of
 from gateway.search.passages import Ranked as RankedPassage
 from gateway.search.passages import rank_passages
@@ -69,22 +77,69 @@ SUMMARY_CHARS = 4000  # the default cut of a summary page; full pages use the po
 # Safety net over one page; the fetch's own total timeout and the extraction deadline
 # normally end it first, with their own audit record.
 _PAGE_SLACK = 1.0
+CACHE_ENTRIES = 64  # answers carry whole pages: a few megabytes each at most
+CACHE_MAX_BYTES = 4 * 1024 * 1024  # a larger answer is not kept
+
+
+@dataclass(frozen=True, slots=True)
+class CachedResearch:
+    body: dict[str, Any]  # never mutated; a hit answers with a copy
+    ids: tuple[tuple[str, str], ...]  # the search's allowed (id, url) pairs
 
 
 class ResearchTool:
     name = "Research"
 
     def __init__(
-        self, *, websearch: WebSearchTool, webfetch: WebFetchTool, audit: AuditLog
+        self,
+        *,
+        websearch: WebSearchTool,
+        webfetch: WebFetchTool,
+        audit: AuditLog,
+        cache: SearchCache[CachedResearch] | None = None,
     ) -> None:
         self._websearch = websearch
         self._webfetch = webfetch
         self._audit = audit
+        self._cache = cache
+
+    @classmethod
+    def cache_for(cls, ttl: float, clock: Callable[[], float]) -> SearchCache[CachedResearch]:
+        return InMemorySearchCache(ttl, clock, max_entries=CACHE_ENTRIES)
 
     async def call(self, ctx: CallContext, args: Mapping[str, Any]) -> dict[str, Any]:
-        """`{"search": <WebSearch response>, "pages": [...]}`; raises GatewayError when the
-        search itself is refused or fails."""
+        """`{"search": <WebSearch response>, "pages": [...], "note", "cached"}`; raises
+        GatewayError when the search itself is refused or fails."""
         validate(RESEARCH_REQUEST, args)
+        key = research_key(ctx, args, self._websearch.engine.provider_ids)
+        hit = await self._cache.get(key) if self._cache is not None else None
+        if hit is not None:
+            return await self._from_cache(ctx, args, hit)
+        body = await self._research(ctx, args)
+        if self._cache is not None and not any("error" in page for page in body["pages"]):
+            allowed = tuple((r["id"], r["url"]) for r in body["search"]["results"]
+                            if "policy" not in r)  # fmt: skip
+            if len(orjson.dumps(body)) <= CACHE_MAX_BYTES:
+                await self._cache.put(key, CachedResearch(body, allowed))
+        return body
+
+    async def _from_cache(
+        self, ctx: CallContext, args: Mapping[str, Any], hit: CachedResearch
+    ) -> dict[str, Any]:
+        """A repeat: decided again (the policy may refuse it now), its ids made fetchable
+        again, recorded, and answered with the first answer marked cached."""
+        queries, decision = self._websearch.decide(ctx, args, "Research")
+        await self._websearch.remember(ctx, hit.ids)
+        summary = {
+            "query": redact_text(queries[0].query),
+            "provider": hit.body["search"]["provider"],
+            "results": len(hit.body["search"]["results"]),
+            "cached": True,
+        }
+        self._audit.append(tool_record("Research", ctx, decision=decision, search=summary))
+        return {**hit.body, "cached": True}
+
+    async def _research(self, ctx: CallContext, args: Mapping[str, Any]) -> dict[str, Any]:
         answer = await self._websearch.search(ctx, args, action="Research")
         chosen = pick_pages(answer.allowed, args.get("fetch_top_n", DEFAULT_TOP_N))
         mode = args.get("extract_mode", "summary")
@@ -101,7 +156,9 @@ class ResearchTool:
                 raise outcome  # the audit log failed (fail closed), or a bug: never swallowed
             pages.append(outcome[0])
             read.append(outcome[1])
-        body: dict[str, Any] = {"search": answer.body, "pages": pages}
+        note = research_note(pages, len(answer.allowed), args.get("fetch_top_n", DEFAULT_TOP_N))
+        body: dict[str, Any] = {"search": answer.body, "pages": pages, "note": note}
+        body["cached"] = False
         if args.get("answer_with", "passages") == "passages":
             phrasings = args.get("queries") or [args["query"]]
             limit = args.get("max_passages", DEFAULT_PASSAGES)
@@ -232,6 +289,41 @@ def pick_pages(allowed: Sequence[Ranked], count: int) -> list[Ranked]:
     return sorted(picked, key=lambda ranked: ranked.rank)
 
 
+def research_key(ctx: CallContext, args: Mapping[str, Any], chain: Sequence[str]) -> str:
+    """Everything that changes a Research answer: the caller (its ids and view), its policy,
+    the provider chain and every field of the request."""
+    material = {
+        "client": ctx.client_label,
+        "policy": [ctx.policy.name, ctx.policy.sha256, ctx.policy.source],
+        "chain": list(chain),
+        "args": dict(args),
+    }
+    return hashlib.sha256(orjson.dumps(material, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def research_note(pages: Sequence[Mapping[str, Any]], allowed: int, top_n: int) -> str:
+    """One line for the agent: which pages were read (by result rank), and why any chosen
+    page was not."""
+    if top_n == 0:
+        return "No page read: fetch_top_n is 0."
+    if not pages:
+        return "No page read: the search found no result the policy allows."
+    read = [f"{p['envelope']['final_url']} (result {p['rank']})" for p in pages if "error" not in p]
+    failed = [
+        f"{p['url']} (result {p['rank']}): {p['error']['code']}"
+        + (f", {p['error']['reason']}" if p["error"].get("reason") else "")
+        for p in pages
+        if "error" in p
+    ]
+    line = f"Read {len(read)} of {len(pages)} chosen pages"
+    line += (": " + "; ".join(read)) if read else ""
+    if failed:
+        line += ". Not read: " + "; ".join(failed)
+    if len(pages) < top_n:
+        line += f". Only {allowed} allowed result{'s' if allowed != 1 else ''} to choose from"
+    return line + "."
+
+
 def _cancel_reason(cancel: asyncio.CancelledError) -> str:
     """Why the page was cancelled: the message its canceller gave (the drain names
     `server.shutdown_grace`), else a plain statement."""
@@ -257,6 +349,9 @@ def render_text(body: Mapping[str, Any]) -> str:
     pages they came from (only named when there are passages), or else each page's text;
     failed pages with their errors."""
     parts = [render_search(body["search"])]
+    if body.get("note"):
+        cached = " (a repeat: answered from the cache)" if body.get("cached") else ""
+        parts.append(f"[research{cached}: {body['note']}]")
     passages = body.get("passages")
     if passages is not None:
         env = body["envelope"]

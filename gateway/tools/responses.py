@@ -203,6 +203,11 @@ SEARCH_RESPONSE = _object(
         "filtered",
         "results",
         "envelope",
+        "answer",
+        "query_sent",
+        "time_range_applied",
+        "total",
+        "provider_switched",
     ],
     query=_STR,
     provider=_NULLABLE_STR,
@@ -218,7 +223,7 @@ SEARCH_RESPONSE = _object(
     results={
         "type": "array",
         "items": _object(
-            ["id", "title", "url", "snippet", "domain", "published_at"],
+            ["id", "title", "url", "snippet", "domain", "published_at", "score"],
             id=_STR,
             title=WRAPPED,
             url=_STR,
@@ -226,11 +231,18 @@ SEARCH_RESPONSE = _object(
             domain=_NULLABLE_STR,
             published_at=_NULLABLE_STR,
             policy={**_RESULT_POLICY, "description": "Only with results: mark, on a denied one."},
-            mirrors={
+            score={
+                "type": ["number", "null"],
+                "description": "The provider's relevance score where it gives one (Tavily, "
+                "SearXNG, Tencent WSA), the fused score when several phrasings were merged; "
+                "else null.",
+            },
+            also_at={
                 "type": "array",
                 "items": _STR,
-                "description": "Only when near-duplicates (the same page elsewhere, a mirror) "
-                "were merged into this result: their URLs that the policy allows, best first.",
+                "description": "Only when near-duplicates (the same page elsewhere, a mirror, "
+                "a syndicated copy) were merged into this result: their URLs that the policy "
+                "allows, best first.",
             },
         ),
     },
@@ -240,9 +252,33 @@ SEARCH_RESPONSE = _object(
         "description": "Only when the request gave queries: every phrasing searched.",
     },
     answer={
-        **WRAPPED,
-        "description": "Only from a model-native provider (openai, anthropic): the model's "
-        "own prose, wrapped as untrusted, with links the policy denies removed.",
+        "type": ["string", "null"],
+        "description": "The answering provider's own answer, wrapped as untrusted, with "
+        "links the policy denies removed: a model-native provider's prose (openai, "
+        "anthropic), Tavily's answer, Serper's answer box; null otherwise.",
+    },
+    query_sent={
+        **_STR,
+        "description": "The text the answering provider was sent, after any rewrite (the "
+        "first phrasing's, with queries).",
+    },
+    time_range_applied={
+        "oneOf": [
+            _object(["start", "end"], start=_STR, end=_STR),
+            {"type": "null"},
+        ],
+        "description": "The dates (YYYY-MM-DD) the answering provider really filtered by; "
+        "null when it filtered by none.",
+    },
+    total={
+        **_NULLABLE_INT,
+        "description": "The provider's estimate of how many results exist, where it gives "
+        "one (Bing, Bocha); else null.",
+    },
+    provider_switched={
+        **_BOOL,
+        "description": "True when a later provider of the chain answered (an earlier one "
+        "failed, was cooling or had nothing).",
     },
     envelope=_object(
         [*_ENVELOPE_REQUIRED, "tool", "query", "provider", "results", "cached"],
@@ -304,8 +340,17 @@ RESEARCH_ENVELOPE = _object(
     passages=_INT,
 )
 RESEARCH_RESPONSE = _object(
-    ["search", "pages"],
+    ["search", "pages", "note", "cached"],
     search=SEARCH_RESPONSE,
+    cached={
+        **_BOOL,
+        "description": "True when this is a repeat within search.cache_ttl, answered from "
+        "the cache with the first answer (its envelopes and signatures as they were made).",
+    },
+    note={
+        **_STR,
+        "description": "One line: which pages were read, and why any chosen page was not.",
+    },
     pages={"type": "array", "items": {"oneOf": [RESEARCH_PAGE, RESEARCH_FAILED_PAGE]}},
     passages={
         "type": "array",

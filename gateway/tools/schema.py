@@ -120,7 +120,9 @@ SEARCH_REQUEST: Schema = {
             "type": "string",
             "minLength": 2,
             "maxLength": 16,
-            "description": "A region such as 'us-en' or 'de'.",
+            "description": "Country, then language, as DuckDuckGo writes it: 'us-en', "
+            "'cn-zh'; a bare country ('de') searches in its usual language; 'wt-wt' is no "
+            "region.",
         },
         "freshness": {"type": "string", "enum": ["day", "week", "month", "year"]},
         "time_range": {

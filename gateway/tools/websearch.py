@@ -16,8 +16,8 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -26,7 +26,13 @@ from gateway.audit.log import AuditLog
 from gateway.audit.redaction import redact_text
 from gateway.errors import GatewayError, InvalidRequestError, UnavailableError, UpstreamError
 from gateway.policy.dlp import DlpMode
-from gateway.policy.engine import Decision, decide_address, decide_query, decide_url
+from gateway.policy.engine import (
+    Decision,
+    decide_address,
+    decide_query,
+    decide_url,
+    with_finding,
+)
 from gateway.policy.model import Policy, ResultsHandling
 from gateway.provenance.dsse import Signer
 from gateway.provenance.envelope import attach_dsse
@@ -34,7 +40,7 @@ from gateway.provenance.markers import new_nonce, sanitize, wrap
 from gateway.search.canonical import SearchResult
 from gateway.search.chain import SearchEngine, SearchOutcome
 from gateway.search.ids import IdStore
-from gateway.search.query import SearchQuery
+from gateway.search.query import SearchQuery, normalise_domain
 from gateway.tools.context import CallContext
 from gateway.tools.envelope import new_id, now_iso, policy_summary, refusal
 from gateway.tools.records import tool_record
@@ -55,7 +61,7 @@ DESCRIPTION = (
     "filtered.policy); warnings name providers that failed before one answered."
 )
 REMOVED_LINK = "[link removed: not allowed by the gateway's policy]"
-_ANSWER_URL = re.compile(r"https?://[^\s<>\"'()\[\]{}]+", re.IGNORECASE)
+ANSWER_URL = re.compile(r"https?://[^\s<>\"'()\[\]{}]+", re.IGNORECASE)
 IDS_RETRY_AFTER = 5.0  # seconds an agent is told to wait when result ids could not be stored
 
 
@@ -106,17 +112,8 @@ class WebSearchTool:
     ) -> SearchAnswer:
         """Search for already schema-checked `args`; `action` names the audit record (Research
         searches through here too and decides its own enablement)."""
-        queries = search_queries(args)
+        queries, decision = self.decide(ctx, args, action)
         query = queries[0]
-        # Step 2b looks at every query the provider would be sent.
-        texts = [phrasing.query for phrasing in queries]
-        decision = decide_query(ctx.policy, action, texts)
-        if not decision.allowed:
-            error = refusal(decision)
-            self._audit.append(tool_record(action, ctx, decision=decision, error=error))
-            raise error
-        if action != "WebSearch":
-            decision = decide_query(ctx.policy, "WebSearch", texts)
         try:
             outcome = await self.engine.search_many(queries, provider_id=args.get("provider"))
         except UpstreamError as error:
@@ -186,6 +183,30 @@ class WebSearchTool:
         )
         return answer
 
+    def decide(
+        self, ctx: CallContext, args: Mapping[str, Any], action: str
+    ) -> tuple[list[SearchQuery], Decision]:
+        """The validated phrasings and the decision on them (steps 2 and 2b, the domain
+        filters included); a refusal is recorded under `action` and raised."""
+        queries = search_queries(args)
+        # Step 2b looks at every query the provider would be sent.
+        texts = [phrasing.query for phrasing in queries]
+        decision = scan_domain_filters(ctx.policy, decide_query(ctx.policy, action, texts), args)
+        if not decision.allowed:
+            error = refusal(decision)
+            self._audit.append(tool_record(action, ctx, decision=decision, error=error))
+            raise error
+        if action != "WebSearch":
+            decision = scan_domain_filters(
+                ctx.policy, decide_query(ctx.policy, "WebSearch", texts), args
+            )
+        return queries, decision
+
+    async def remember(self, ctx: CallContext, allowed: Sequence[tuple[str, str]]) -> None:
+        """Make (id, url) pairs of an earlier answer fetchable as "id:<id>" again."""
+        if allowed:
+            await self._ids.remember(ctx.client_label, list(allowed))
+
     def _respond(
         self, ctx: CallContext, decision: Decision, outcome: SearchOutcome
     ) -> tuple[SearchAnswer, ResultView]:
@@ -242,6 +263,15 @@ class WebSearchTool:
             "filtered": {"policy": view.filtered_policy, "domains": outcome.filtered_domains},
             "results": wrapped,
             "envelope": envelope,
+            "answer": None,
+            "query_sent": outcome.sent_query,
+            "time_range_applied": (
+                dict(zip(("start", "end"), outcome.time_range_applied, strict=True))
+                if outcome.time_range_applied
+                else None
+            ),
+            "total": outcome.total,
+            "provider_switched": outcome.provider_switched,
         }
         if outcome.queries:
             body["queries"] = list(outcome.queries)
@@ -276,16 +306,57 @@ def search_queries(args: Mapping[str, Any]) -> list[SearchQuery]:
     return list(found.values())
 
 
+DOMAIN_FIELDS = ("site", "include_domains", "exclude_domains")
+
+
+def scan_domain_filters(policy: Policy, decision: Decision, args: Mapping[str, Any]) -> Decision:
+    """Step 2b for the domain filters: they reach the provider inside its query text
+    (`site:…`) or its domain lists, so DLP looks at them as it looks at the query: each as
+    the agent wrote it (a secret keeps its case there) and as the host name that is sent."""
+    if not decision.allowed or policy.dlp.mode is DlpMode.OFF:
+        return decision
+    for field in DOMAIN_FIELDS:
+        value = args.get(field)
+        values = [value] if isinstance(value, str) else value or []
+        for index, text in enumerate(values):
+            where = field if field == "site" else f"{field}[{index}]"
+            finding = policy.dlp.scan_queries([text])
+            if finding is not None:
+                return with_finding(policy, decision, replace(finding, location=where))
+            host = normalise_domain(text, field)
+            finding = policy.dlp.scan_url(f"https://{host}/")
+            if finding is not None:
+                location = f"{where}:{finding.location}"
+                return with_finding(policy, decision, replace(finding, location=location))
+    return decision
+
+
 def without_denied_links(policy: Policy, text: str) -> str:
     """`text` with every URL the policy would not let a result have replaced by a note, so a
     model's prose cannot hand the agent a link its results were not allowed to hold."""
+    spans = denied_links(text, lambda url: decide_result(policy, url).allowed)
+    return replace_spans(text, spans, REMOVED_LINK)
 
-    def check(match: re.Match[str]) -> str:
+
+def denied_links(text: str, allowed: Callable[[str], bool]) -> list[tuple[int, int]]:
+    """The (start, end) code-point spans of the URLs in `text` that `allowed` refuses; a
+    sentence's closing punctuation is not part of a URL."""
+    spans = []
+    for match in ANSWER_URL.finditer(text):
         url = match.group(0).rstrip(".,;:!?")
-        tail = match.group(0)[len(url) :]
-        return (url if decide_result(policy, url).allowed else REMOVED_LINK) + tail
+        if not allowed(url):
+            spans.append((match.start(), match.start() + len(url)))
+    return spans
 
-    return _ANSWER_URL.sub(check, text)
+
+def replace_spans(text: str, spans: Sequence[tuple[int, int]], replacement: str) -> str:
+    """`text` with each of the ordered, disjoint `spans` replaced by `replacement`."""
+    pieces: list[str] = []
+    last = 0
+    for start, end in spans:
+        pieces.extend((text[last:start], replacement))
+        last = end
+    return "".join(pieces) + text[last:]
 
 
 def decide_result(policy: Policy, url: str) -> Decision:
@@ -371,11 +442,12 @@ def build_view(policy: Policy, results: Sequence[SearchResult], placeholder: str
             "snippet": snippet.text,
             "domain": result.domain,
             "published_at": result.published_at,
+            "score": result.score,
         }
-        if result.mirrors:
-            mirrors = [url for url in result.mirrors if decide_result(policy, url).allowed]
-            if mirrors:
-                item["mirrors"] = mirrors
+        if result.also_at:
+            also_at = [url for url in result.also_at if decide_result(policy, url).allowed]
+            if also_at:
+                item["also_at"] = also_at
         if flag is None:
             allowed.append(Ranked(len(entries) + 1, result))
         else:
@@ -439,6 +511,16 @@ def render_text(body: Mapping[str, Any]) -> str:
         )
     if body.get("queries"):
         lines.append(f"Searched {len(body['queries'])} phrasings at once; results are merged.")
+    if body.get("provider_switched"):
+        lines.append(f"An earlier provider failed or had nothing; {body.get('provider')} answered.")
+    window = body.get("time_range_applied")
+    lines.append(
+        f"Filtered by date: {window['start']}..{window['end']}."
+        if window
+        else "Not filtered by date by the provider."
+    )
+    if body.get("total") is not None:
+        lines.append(f"The provider estimates {body['total']} results in all.")
     lines.extend(f"warning: {warning}" for warning in body.get("warnings", []))
     if body.get("answer"):
         lines.extend(["The search model's own answer (untrusted; check it against the "

@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Mapping
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NoReturn, Protocol
 
 import orjson
@@ -33,7 +33,7 @@ from gateway.errors import (
 from gateway.fetch.client import Fetcher
 from gateway.fetch.provider import FetcherProviderTransport, ProviderEndpoint
 from gateway.policy.engine import Decision, decide_query, decide_url
-from gateway.policy.model import ResultsHandling
+from gateway.policy.model import Policy, ResultsHandling
 from gateway.provenance.dsse import Signer
 from gateway.provenance.envelope import attach_dsse
 from gateway.provenance.markers import new_nonce, sanitize, wrap
@@ -53,6 +53,7 @@ from gateway.tools.envelope import display_url, new_id, now_iso, policy_summary,
 from gateway.tools.records import tool_record
 from gateway.tools.registry import ToolSpec
 from gateway.tools.schema import X_SEARCH_REQUEST, validate
+from gateway.tools.websearch import REMOVED_LINK, denied_links, replace_spans
 
 NAME = "XSearch"
 SOURCE = "x_search"
@@ -129,6 +130,38 @@ def parse_request(args: Mapping[str, Any]) -> XSearchQuery:
         excluded_x_handles=tuple(args.get("excluded_x_handles") or ()),
         from_date=args.get("from_date"),
         to_date=args.get("to_date"),
+    )
+
+
+def without_denied_prose_links(policy: Policy, answer: XSearchAnswer) -> XSearchAnswer:
+    """The answer with every URL in its text that the policy denies replaced by a note, as
+    WebSearch treats a model's prose (citations to such URLs are judged apart); the
+    citations' offsets follow the text (one inside a removed URL lands on its note)."""
+    spans = denied_links(
+        answer.text, lambda url: decide_url(policy, url, tool=NAME, outbound=False)[0].allowed
+    )
+    if not spans:
+        return answer
+
+    def moved(offset: int | None, end: bool) -> int | None:
+        if offset is None:
+            return None
+        shift = 0
+        for start, stop in spans:
+            if offset >= stop:
+                shift += len(REMOVED_LINK) - (stop - start)
+            elif offset > start:
+                return start + shift + (len(REMOVED_LINK) if end else 0)
+            else:
+                break
+        return offset + shift
+
+    citations = tuple(
+        replace(c, start_index=moved(c.start_index, False), end_index=moved(c.end_index, True))
+        for c in answer.citations
+    )
+    return replace(
+        answer, text=replace_spans(answer.text, spans, REMOVED_LINK), citations=citations
     )
 
 
@@ -217,6 +250,7 @@ class XSearchTool:
             answer = parse_response(response)
         except GatewayError as error:
             self._fail(ctx, decision, error, http=http)
+        answer = without_denied_prose_links(ctx.policy, answer)
         loop = asyncio.get_running_loop()
         prepared = await loop.run_in_executor(self._executor, prepare, answer)
         return self._respond(ctx, decision, answer, prepared, response, latency_ms, http)

@@ -3,15 +3,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from datetime import date
 from typing import Any
+from urllib.parse import unquote_plus
 
 import pytest
 from aiohttp import web
 
 from gateway.errors import InvalidRequestError, UpstreamError
 from gateway.search.assembly import build_engine
-from gateway.search.chain import RetryPolicy, SearchEngine
-from gateway.search.query import SearchQuery
+from gateway.search.chain import RetryPolicy, SearchEngine, query_for
+from gateway.search.providers import ADAPTERS
+from gateway.search.providers.adapter import ProviderSettings
+from gateway.search.query import SearchQuery, rewrite_chinese_year
 from tests.search.conftest import FakeClock, FakeUpstream, LoopbackTransport, Reply
 
 KEY = "BSAsecret-key-0123456789"
@@ -83,7 +87,8 @@ def make(transport: LoopbackTransport, clock: FakeClock, sleeps: Sleeps, upstrea
             transport,
             clock,
             environ={"BRAVE_API_KEY": KEY, "TAVILY_API_KEY": "tvly-" + KEY},
-            retry=RetryPolicy(backoff=backoff, max_retry_after=2),
+            # The jitter's top draw: each wait is its full exponential step.
+            retry=RetryPolicy(backoff=backoff, max_retry_after=2, jitter=lambda: 1.0),
             sleep=sleeps,
         )
         return engine, fakes
@@ -404,15 +409,23 @@ async def test_outcome_round_trips_through_a_dict(make) -> None:
     assert SearchOutcome.from_dict(outcome.to_dict()) == outcome
 
 
-@pytest.mark.parametrize(("retries", "requests", "waits"), [(0, 1, []), (3, 4, [0.1] * 3)])
+@pytest.mark.parametrize(
+    ("retries", "backoff_ms", "requests", "waits"),
+    [
+        (0, 100, 1, []),
+        (3, 100, 4, [0.1, 0.2, 0.4]),  # exponential: the base doubled for each retry
+        (3, 900, 4, [0.9, 1.8, 2.0]),  # capped at 2 s
+    ],
+)
 async def test_retries_and_backoff_per_provider(  # type: ignore[no-untyped-def]
-    transport, clock, sleeps, upstream, retries, requests, waits
+    transport, clock, sleeps, upstream, retries, backoff_ms, requests, waits
 ) -> None:
     fake = await upstream()
     fake.queue(*[Reply(503, "busy")] * retries, Reply(503, "busy"))
     entry = {"id": "ddg", "kind": "duckduckgo", "base_url": fake.base_url, "allow_private": True,
-             "retries": retries, "backoff_ms": 100}  # fmt: skip
-    engine = build_engine({"providers": [entry]}, transport, clock, sleep=sleeps)
+             "retries": retries, "backoff_ms": backoff_ms}  # fmt: skip
+    retry = RetryPolicy(jitter=lambda: 1.0)
+    engine = build_engine({"providers": [entry]}, transport, clock, sleep=sleeps, retry=retry)
     with pytest.raises(UpstreamError, match=r"ddg: \[server_error\] HTTP 503"):
         await engine.search(Q)
     assert len(fake.requests) == requests and sleeps.waits == waits
@@ -509,3 +522,198 @@ async def test_a_key_pair_with_a_missing_half_is_not_asked(transport, clock) -> 
     assert transport.calls == []
     (status,) = (await engine.status())["providers"]
     assert status["key_missing"] == ["TC_ID"]
+
+
+BAIDU_JSON = {"feed": {"entry": [{"title": "百度 结果", "url": "https://baidu.example.cn/1",
+                                  "abs": "摘要"}]}}  # fmt: skip
+
+
+async def test_region_providers_put_that_regions_engines_first(make) -> None:
+    engine, (ddg, baidu) = await make(
+        "duckduckgo", "baidu", region_providers={"cn": ["baidu", "bocha"]}
+    )
+    baidu.default = Reply(200, BAIDU_JSON)
+    ddg.default = Reply(200, DDG_PAGE.format(n=1))
+    chinese = SearchQuery("大模型 评测", region="cn-zh")
+    assert engine.chain_for(chinese) == ("baidu", "duckd")  # bocha is not in this chain
+    outcome = await engine.search(chinese)
+    assert (outcome.provider, outcome.providers_tried) == ("baidu", ("baidu",))
+    assert ddg.requests == []
+    # Another region, or none, keeps the chain's own order.
+    for query in (
+        SearchQuery("q", region="us-en"),
+        SearchQuery("q"),
+        SearchQuery("q", region="cn"),
+    ):
+        expected = ("baidu", "duckd") if query.country == "cn" else ("duckd", "baidu")
+        assert engine.chain_for(query) == expected
+    other = await engine.search(SearchQuery("large models", region="us-en"))
+    assert other.provider == "duckd" and len(baidu.requests) == 1
+
+
+async def test_region_first_provider_failing_hands_over_to_the_rest(make) -> None:
+    engine, (ddg, baidu) = await make("duckduckgo", "baidu", region_providers={"cn": ["baidu"]})
+    baidu.queue(Reply(403, "captcha"))
+    ddg.queue(Reply(200, DDG_PAGE.format(n=1)))
+    outcome = await engine.search(SearchQuery("大模型", region="cn-zh"))
+    assert outcome.providers_tried == ("baidu", "duckd") and outcome.provider == "duckd"
+
+
+async def test_time_range_applied_is_what_the_answering_provider_filtered_by(make) -> None:
+    engine, (ddg, brv) = await make("duckduckgo", "brave")
+    ddg.default = Reply(200, DDG_PAGE.format(n=1))
+    brv.default = Reply(200, brave("https://b.example/1"))
+    # DuckDuckGo applies a freshness bucket: the week back from the clock's day (2027-01-15).
+    week = await engine.search(SearchQuery("q", freshness="week"))
+    assert (week.provider, week.time_range_applied) == ("duckd", ("2027-01-08", "2027-01-15"))
+    # It cannot apply a date range, so it reports none; Brave can and does.
+    ranged = SearchQuery("q", time_range=(date(2025, 1, 1), date(2025, 6, 30)))
+    assert (await engine.search(ranged)).time_range_applied is None
+    pinned = await engine.search(ranged, provider_id="brave")
+    assert pinned.time_range_applied == ("2025-01-01", "2025-06-30")
+    assert (await engine.search(SearchQuery("plain"))).time_range_applied is None
+
+
+async def test_provider_switched_says_a_later_provider_answered(make) -> None:
+    engine, (ddg, brv) = await make("duckduckgo", "brave")
+    ddg.queue(Reply(200, DDG_PAGE.format(n=1)), Reply(202, DDG_ANOMALY))
+    brv.default = Reply(200, brave("https://b.example/1"))
+    first = await engine.search(SearchQuery("one"))
+    assert (first.provider, first.provider_switched) == ("duckd", False)
+    second = await engine.search(SearchQuery("two"))
+    assert (second.provider, second.provider_switched) == ("brave", True)
+    # Pinned, the one provider asked is the first.
+    assert (await engine.search(SearchQuery("three"), provider_id="brave")).provider_switched is False
+
+
+async def test_fused_results_carry_their_fused_score(make) -> None:
+    engine, (brv,) = await make("brave")
+    brv.queue(
+        Reply(200, brave("https://a.example/1", "https://b.example/2")),
+        Reply(200, brave("https://b.example/2", "https://c.example/3")),
+        Reply(200, brave("https://a.example/1")),
+    )
+    fused = await engine.search_many([SearchQuery("one"), SearchQuery("two")])
+    scores = {r.url: r.score for r in fused.results}
+    # b is in both answers: 1/62 + 1/61; a and c in one each.
+    assert scores == {
+        "https://b.example/2": round(1 / 62 + 1 / 61, 6),
+        "https://a.example/1": round(1 / 61, 6),
+        "https://c.example/3": round(1 / 62, 6),
+    }
+    single = await engine.search(SearchQuery("one"))
+    assert all(r.score is None for r in single.results)  # Brave gives none
+
+
+# The Chinese-year rewrite, per provider: (applies the year as a date range, what in the
+# request shows the range). The year leaves the text exactly where a range replaces it.
+YEAR_BY_PROVIDER = {
+    "duckduckgo": (False, None),
+    "bing": (False, 'ex1:"ez5_20454_20818"'),  # sent as a courtesy, never claimed
+    "baidu": (True, "stf=1767225600,1798761599"),
+    "brave": (True, "2026-01-01to2026-12-31"),
+    "tavily": (True, '"start_date":"2026-01-01","end_date":"2026-12-31"'),
+    "serper": (True, "cdr:1,cd_min:01/01/2026,cd_max:12/31/2026"),
+    "bocha": (True, '"freshness":"2026-01-01..2026-12-31"'),
+    "searxng": (False, None),
+    "tencent_wsa": (True, '"FromTime":1767225600'),
+    "openai": (False, "2026-01-01"),  # asked in the prompt
+    "anthropic": (False, "2026-01-01"),
+}
+
+
+def test_the_year_table_covers_every_provider() -> None:
+    assert set(YEAR_BY_PROVIDER) == set(ADAPTERS)
+
+
+@pytest.mark.parametrize("kind", sorted(YEAR_BY_PROVIDER))
+async def test_chinese_year_per_provider(upstream, transport: LoopbackTransport, kind) -> None:  # type: ignore[no-untyped-def]
+    applies, marker = YEAR_BY_PROVIDER[kind]
+    adapter = ADAPTERS[kind]
+    query = SearchQuery("2026年 大模型")
+    sent = query_for(adapter, query, rewrite_chinese_year(query))
+    assert sent.time_range == (date(2026, 1, 1), date(2026, 12, 31))
+    assert adapter.applies_time_filter(sent) is applies
+    fake = await upstream()
+    fake.queue(Reply(200, {}))
+    settings = ProviderSettings(fake.base_url, "k", "id", now=1_800_000_000.0)
+    await transport.send(adapter.request(sent, settings), timeout=5, allow_private=True)
+    received = fake.requests[0]
+    pairs = "&".join(f"{k}={v}" for k, v in received.query.items())
+    seen = unquote_plus(f"{received.path}?{pairs} {received.body.decode()}")
+    assert ("2026年" in seen) is not applies  # the year stays in the text where no range is
+    assert "大模型" in seen
+    if marker is not None:
+        assert marker in seen
+
+
+async def test_chinese_year_answered_by_each_keyless_engine(make) -> None:
+    engine, (ddg, bing, baidu) = await make("duckduckgo", "bing", "baidu")
+    ddg.queue(Reply(200, DDG_EMPTY))
+    bing.queue(Reply(200, '<html><body><ol id="b_results"></ol></body></html>'))
+    baidu.queue(Reply(200, BAIDU_JSON))
+    outcome = await engine.search(SearchQuery("2026年 大模型"))
+    # DuckDuckGo and Bing kept the year in the text; Baidu answered with it as its range.
+    assert "2026" in ddg.requests[0].body.decode()
+    assert "2026" in bing.requests[0].query["q"]
+    assert baidu.requests[0].query["wd"] == "大模型"
+    assert (outcome.provider, outcome.sent_query) == ("baidu", "大模型")
+    assert outcome.time_range_applied == ("2026-01-01", "2026-12-31")
+    assert outcome.query_rewritten and outcome.provider_switched
+
+
+async def test_chinese_year_kept_in_the_text_reports_no_window(make) -> None:
+    engine, (ddg,) = await make("duckduckgo")
+    ddg.queue(Reply(200, DDG_PAGE.format(n=1)))
+    outcome = await engine.search(SearchQuery("2026年 大模型"))
+    assert (outcome.sent_query, outcome.time_range_applied) == ("2026年 大模型", None)
+
+
+def test_full_jitter_draws_below_the_exponential_step() -> None:
+    draws = iter([0.5, 0.0, 0.999, 0.25])
+    policy = RetryPolicy(backoff=0.25, jitter=lambda: next(draws))
+    assert [policy.wait(0.25, n) for n in range(4)] == [0.125, 0.0, 0.999 * 1.0, 0.25 * 2.0]
+    assert RetryPolicy().backoff == 0.25 and RetryPolicy().cap == 2.0
+    seeded = RetryPolicy(jitter=__import__("random").Random(7).random)
+    assert all(0 <= seeded.wait(0.25, n) < min(2.0, 0.25 * 2**n) for n in range(10))
+
+
+@pytest.mark.parametrize(
+    ("kind", "limited"),
+    [
+        pytest.param("brave", Reply(429, brave_error(429, "RATE_LIMITED", "slow")), id="brave"),
+        pytest.param("duckduckgo", Reply(429, "<html>slow down</html>"), id="duckduckgo"),
+    ],
+)
+async def test_a_429_without_retry_after_is_retried_once_then_cools(  # type: ignore[no-untyped-def]
+    make, sleeps: Sleeps, kind, limited
+) -> None:
+    engine, (fake,) = await make(kind, backoff=0.3)
+    fake.queue(limited, Reply(200, brave("https://b.example/1") if kind == "brave" else
+                                DDG_PAGE.format(n=1)))  # fmt: skip
+    outcome = await engine.search(Q)
+    assert outcome.warnings == () and len(fake.requests) == 2
+    assert sleeps.waits == [0.3]  # after the backoff
+
+
+async def test_a_bare_429_is_retried_once_however_many_retries(  # type: ignore[no-untyped-def]
+    transport, clock, sleeps, upstream
+) -> None:
+    fake = await upstream()
+    fake.default = Reply(429, "<html>slow down</html>")
+    entry = {"id": "ddg", "kind": "duckduckgo", "base_url": fake.base_url, "allow_private": True,
+             "retries": 3, "backoff_ms": 200}  # fmt: skip
+    retry = RetryPolicy(jitter=lambda: 0.5)
+    engine = build_engine({"providers": [entry]}, transport, clock, sleep=sleeps, retry=retry)
+    with pytest.raises(UpstreamError, match=r"\[rate_limited\]"):
+        await engine.search(Q)
+    assert len(fake.requests) == 2 and sleeps.waits == [0.1]  # half of the 0.2 s step
+    assert (await engine.status())["providers"][0]["state"] == "cooling"
+
+
+async def test_a_spent_quota_429_is_not_retried(make, sleeps: Sleeps) -> None:
+    engine, (brv,) = await make("brave")
+    brv.queue(Reply(429, brave_error(429, "QUOTA_LIMITED", "monthly quota spent")))
+    with pytest.raises(UpstreamError):
+        await engine.search(Q)
+    assert len(brv.requests) == 1 and sleeps.waits == []

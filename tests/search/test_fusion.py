@@ -46,7 +46,7 @@ def test_http_and_https_twins_are_one_and_keep_mirrors() -> None:
         [[result("http://a.example.org/", ("https://m.example.net/",))], [result(A)]]
     )
     assert len(fused) == 1 and folded == 1
-    assert fused[0].mirrors == ("https://m.example.net/",)
+    assert fused[0].also_at == ("https://m.example.net/",)
 
 
 @pytest.mark.parametrize(

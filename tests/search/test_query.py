@@ -12,7 +12,7 @@ def test_defaults_and_normalisation() -> None:
     q = SearchQuery.from_fields(
         {
             "query": "  aiohttp \n middleware ",
-            "region": "ZH_cn",
+            "region": "CN_zh",
             "freshness": "week",
             "site": "Docs.Example.COM.",
             "include_domains": ["a.org", "*.b.org", "a.org"],
@@ -22,7 +22,7 @@ def test_defaults_and_normalisation() -> None:
     )
     assert q.query == "aiohttp middleware"
     assert q.max_results == 10
-    assert (q.region, q.language, q.country) == ("zh-cn", "zh", "cn")
+    assert (q.region, q.language, q.country) == ("cn-zh", "zh", "cn")
     assert q.freshness is Freshness.WEEK
     assert q.site == "docs.example.com"
     assert q.include_domains == ("a.org", "b.org")

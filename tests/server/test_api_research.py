@@ -35,7 +35,7 @@ async def test_research_reads_top_pages_and_reports_a_failed_one(start, upstream
     status, body = await gateway.post("/v1/research", "agent", query="research", fetch_top_n=3)
     assert status == 200, body
     assert_conforms(RESEARCH_RESPONSE, body)
-    assert set(body) == {"search", "pages", "passages", "envelope"}
+    assert set(body) == {"search", "pages", "passages", "envelope", "note", "cached"}
     search = body["search"]
     assert search["envelope"]["tool"] == "WebSearch" and search["filtered"]["policy"] == 4
     port = upstream.port
@@ -59,6 +59,11 @@ async def test_research_reads_top_pages_and_reports_a_failed_one(start, upstream
             "reason": "private_address",
         },
     }
+    assert body["note"] == (
+        f"Read 2 of 3 chosen pages: http://site.example.com:{port}/page (result 1); "
+        f"http://other.example.com:{port}/page (result 2). Not read: "
+        f"http://internal.example.com:{port}/page (result 3): policy_denied, private_address."
+    )
     assert actions(gateway) == ["Research", "WebFetch", "WebFetch", "WebFetch"]
     records = [r for r in audit_records(gateway.services) if r["event"]["action"] == "WebFetch"]
     assert sorted(r["event"]["outcome"] for r in records) == ["failure", "success", "success"]
@@ -218,3 +223,33 @@ async def test_research_pages_are_refused_at_the_socket_when_the_checks_above_it
     records = [r for r in audit_records(gateway.services) if r["event"]["action"] == "WebFetch"]
     assert {r["policy"]["rule"] for r in records} == {"networks.block_private"}
     assert all(r["event"]["outcome"] == "failure" for r in records)
+
+
+async def test_a_repeat_is_answered_from_the_cache_and_recorded(start) -> None:
+    gateway = await start()
+    fields = {"query": "cached research", "fetch_top_n": 2}
+    status, first = await gateway.post("/v1/research", "agent", **fields)
+    assert status == 200 and first["cached"] is False
+    searches = gateway.requests_to("brave")
+    status, again = await gateway.post("/v1/research", "agent", **fields)
+    assert status == 200, again
+    assert_conforms(RESEARCH_RESPONSE, again)
+    assert again["cached"] is True
+    assert {k: v for k, v in again.items() if k != "cached"} == {
+        k: v for k, v in first.items() if k != "cached"
+    }
+    assert gateway.requests_to("brave") == searches  # no provider asked again
+    # and no page read again: every page read writes its own WebFetch record
+    assert actions(gateway) == ["Research", "WebFetch", "WebFetch", "Research"]
+    repeat = [r for r in audit_records(gateway.services) if r["event"]["action"] == "Research"][-1]
+    assert repeat["event"]["outcome"] == "success" and repeat["search"]["cached"] is True
+    # Another field is another answer.
+    status, other = await gateway.post("/v1/research", "agent", **fields, max_passages=3)
+    assert status == 200 and other["cached"] is False
+
+
+async def test_a_cached_answer_is_refused_when_the_policy_now_refuses(start) -> None:
+    gateway = await start()
+    await gateway.post("/v1/research", "agent", query="q one", fetch_top_n=1)
+    status, body = await gateway.post("/v1/research", "nosearch", query="q one", fetch_top_n=1)
+    assert status == 403 and body["error"]["reason"] == "tool_disabled"

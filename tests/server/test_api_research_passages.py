@@ -112,7 +112,7 @@ async def test_answer_with_pages_has_no_passages(start) -> None:
     status, body = await gateway.post(
         "/v1/research", "agent", query="x", fetch_top_n=1, answer_with="pages"
     )
-    assert status == 200 and set(body) == {"search", "pages"}
+    assert status == 200 and set(body) == {"search", "pages", "note", "cached"}
 
 
 async def test_max_passages_and_no_match(start) -> None:

@@ -67,8 +67,12 @@ async def test_search_response_fields_and_wrapping(start, upstream) -> None:
     assert set(body) == {
         "query", "provider", "providers_tried", "warnings", "cached", "freshness_applied",
         "query_rewritten", "query_year", "freshness_auto_inferred", "deduped", "filtered",
-        "results", "envelope",
+        "results", "envelope", "answer", "query_sent", "time_range_applied", "total",
+        "provider_switched",
     }  # fmt: skip
+    assert (body["answer"], body["query_sent"], body["time_range_applied"]) == (
+        None, "gateway tests", None)  # fmt: skip
+    assert (body["total"], body["provider_switched"]) == (None, False)
     assert (body["query"], body["provider"], body["providers_tried"]) == (
         "gateway tests",
         "brave",
@@ -91,7 +95,8 @@ async def test_search_response_fields_and_wrapping(start, upstream) -> None:
     assert env["policy"]["rule"] == "tools.WebSearch.enabled"
     plain = []
     for result in body["results"]:
-        assert set(result) == {"id", "title", "url", "snippet", "domain", "published_at"}
+        assert set(result) == {"id", "title", "url", "snippet", "domain", "published_at", "score"}
+        assert result["score"] is None  # Brave gives no score
         for key in ("title", "snippet"):
             first = result[key].split("\n", 1)[0]
             assert first == (f'<<<UNTRUSTED_WEB_CONTENT nonce={nonce} source="{result["url"]}">>>')
@@ -220,9 +225,10 @@ async def test_name_resolving_inside_is_refused_when_fetched(start, upstream) ->
 
 async def test_fallback_names_each_failure(start) -> None:
     gateway = await start(providers=ALL_FOUR)
-    gateway.fakes["brave"].queue(
-        Reply(429, {"type": "ErrorResponse", "error": {"code": "RATE_LIMITED", "detail": "slow"}})
+    limited = Reply(
+        429, {"type": "ErrorResponse", "error": {"code": "RATE_LIMITED", "detail": "slow"}}
     )
+    gateway.fakes["brave"].queue(limited, limited)  # a bare 429 is retried once, then cools
     gateway.fakes["tavily"].queue(Reply(200, b"{not json"))
     gateway.fakes["searx"].queue(Reply(403, "<html>Forbidden</html>"))
     status, body = await gateway.search("dropper", query="fallback")

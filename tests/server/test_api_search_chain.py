@@ -11,6 +11,7 @@ import pytest
 
 from gateway.config import SearchConfig
 from gateway.provenance.markers import unwrap
+from gateway.search import chain_entries
 from gateway.tools.responses import SEARCH_RESPONSE
 from gateway.tools.websearch import REMOVED_LINK
 from tests.conformance import assert_conforms
@@ -37,7 +38,8 @@ def urls(body) -> list[str]:
 
 
 def test_the_default_chain_is_duckduckgo_bing_baidu() -> None:
-    assert [(p.id, p.kind) for p in SearchConfig().providers] == list(KEYLESS)
+    chain = chain_entries(SearchConfig(), {})
+    assert [(p.id, p.kind) for p in chain] == list(KEYLESS)
 
 
 async def test_duckduckgo_and_bing_blocked_baidu_answers(start, upstream) -> None:
@@ -165,7 +167,7 @@ async def test_a_missing_key_shows_in_status_and_the_provider_is_skipped(start) 
     assert gateway.requests_to("gpt") == 0
 
 
-async def test_near_duplicates_merge_and_mirrors_keep_only_allowed_urls(start, upstream) -> None:
+async def test_near_duplicates_merge_and_also_at_keeps_only_allowed_urls(start, upstream) -> None:
     port = upstream.port
     snippet = "The one page about asyncio timeouts, copied around the web."
     hits = [
@@ -183,8 +185,38 @@ async def test_near_duplicates_merge_and_mirrors_keep_only_allowed_urls(start, u
         f"http://other.example.com:{port}/page",
     ]
     assert body["deduped"] == 3
-    assert body["results"][0]["mirrors"] == [
+    assert body["results"][0]["also_at"] == [
         f"http://site.example.com:{port}/a?print=1",
         f"http://other.example.com:{port}/copy",
     ]
-    assert "mirrors" not in body["results"][1]
+    assert "also_at" not in body["results"][1]
+
+
+async def test_tavily_answer_scores_and_a_switch_are_in_the_response(start, upstream) -> None:
+    port = upstream.port
+    gateway = await start(providers=(("brave", "brave"), ("tavily", "tavily")))
+    gateway.fakes["brave"].queue(Reply(500, {"error": "down"}), Reply(500, {"error": "down"}))
+    answer = (
+        f"Mostly yes; see http://site.example.com:{port}/page and "
+        "https://blocked.example.com/secret for details."
+    )
+    hits = [("Test page", f"http://site.example.com:{port}/page", "The first result.")]
+    gateway.fakes["tavily"].default = Reply(
+        200,
+        {"query": "q", "answer": answer, "response_time": "0.4",
+         "results": [{"title": t, "url": u, "content": s, "score": 0.8137} for t, u, s in hits]},
+    )  # fmt: skip
+    status, body = await gateway.search("agent", query="does it work", freshness="month")
+    assert status == 200, body
+    assert_conforms(SEARCH_RESPONSE, body)
+    assert (body["provider"], body["provider_switched"]) == ("tavily", True)
+    assert body["query_sent"] == "does it work" and body["total"] is None
+    [result] = body["results"]
+    assert result["score"] == 0.8137
+    nonce = body["envelope"]["marker"]
+    text = unwrap(body["answer"], nonce)
+    assert f"http://site.example.com:{port}/page" in text
+    assert "blocked.example.com" not in text and REMOVED_LINK in text
+    window = body["time_range_applied"]
+    assert set(window) == {"start", "end"} and window["start"] < window["end"]
+    assert gateway.fakes["tavily"].requests[0].json()["include_answer"] is True

@@ -262,7 +262,10 @@ def test_search_response_schema_requires_every_field_of_the_contract() -> None:
     assert set(schema["required"]) == {
         "query", "provider", "providers_tried", "warnings", "cached", "freshness_applied",
         "query_rewritten", "query_year", "freshness_auto_inferred", "deduped", "filtered",
-        "results", "envelope",
+        "results", "envelope", "answer", "query_sent", "time_range_applied", "total",
+        "provider_switched",
     }  # fmt: skip
     result = schema["properties"]["results"]["items"]
-    assert set(result["required"]) == {"id", "title", "url", "snippet", "domain", "published_at"}
+    assert set(result["required"]) == {
+        "id", "title", "url", "snippet", "domain", "published_at", "score"
+    }  # fmt: skip

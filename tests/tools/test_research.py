@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.search.canonical import SearchResult, result_id
-from gateway.tools.research import pick_pages, render_text
+from gateway.tools.research import pick_pages, render_text, research_note
 from gateway.tools.websearch import Ranked
 
 
@@ -104,3 +104,19 @@ def test_render_text_leads_with_passages_and_names_the_pages() -> None:
     assert "[page 0 (result 1): https://a/1 envelope=p1" in text
     assert text.index("[passage 1") < text.index("[page 0")
     assert "No passage" in render_text({**body, "passages": []})
+
+
+def test_the_note_says_what_was_read_and_why_not() -> None:
+    read = {"envelope": {"final_url": "https://a.example/x"}, "rank": 1}
+    failed = {"url": "https://b.example/y", "rank": 2,
+              "error": {"code": "upstream_timeout", "message": "slow", "reason": None}}  # fmt: skip
+    assert research_note([read, failed], 5, 2) == (
+        "Read 1 of 2 chosen pages: https://a.example/x (result 1). "
+        "Not read: https://b.example/y (result 2): upstream_timeout."
+    )
+    assert research_note([read], 1, 3) == (
+        "Read 1 of 1 chosen pages: https://a.example/x (result 1). "
+        "Only 1 allowed result to choose from."
+    )
+    assert research_note([], 0, 2) == "No page read: the search found no result the policy allows."
+    assert research_note([], 4, 0) == "No page read: fetch_top_n is 0."

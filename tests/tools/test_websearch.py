@@ -12,7 +12,7 @@ import pytest
 from multidict import CIMultiDict
 
 from gateway.audit.log import AuditLog
-from gateway.errors import AuditWriteError, UnavailableError
+from gateway.errors import AuditWriteError, GatewayError, UnavailableError
 from gateway.policy.load import load_policy_file
 from gateway.provenance.markers import new_nonce, unwrap, wrap
 from gateway.search.canonical import SearchResult, canonical_url, result_id
@@ -72,10 +72,10 @@ def records(audit) -> list[dict]:
         return [orjson.loads(line) for line in handle][1:]  # after log_start
 
 
-def make_tool(audit, ids=None) -> WebSearchTool:
+def make_tool(audit, ids=None, transport=None) -> WebSearchTool:
     engine = SearchEngine(
         [ConfiguredProvider("brave", ADAPTERS["brave"], "https://b.test", api_key="k" * 12)],
-        BraveAnswers(),
+        transport or BraveAnswers(),
         health=InMemoryHealthStore(lambda: 0.0),
     )
     return WebSearchTool(
@@ -195,6 +195,8 @@ async def test_render_text_numbers_results_under_a_provenance_header(tmp_path, a
     assert f"envelope={body['envelope']['id']}" in lines[1]
     assert "filtered_by_policy=2" in text and f"nonce {nonce}" in text
     assert "The year 2026 was taken out of the query" in text
+    assert "Filtered by date: 2026-01-01..2026-12-31." in text  # Brave applied the year
+    assert body["query_sent"] == "新闻"
     assert "1. id=" in text and "url=https://docs.example.com/a" in text
     assert "3. id=" in text and "[denied by policy: private_address" not in text
     assert "[denied by policy: domain_not_allowed (default); not fetchable]" in text
@@ -310,3 +312,52 @@ def test_render_text_shows_phrasings_and_the_models_answer() -> None:
     text = render_text(body)
     assert "Searched 2 phrasings at once" in text
     assert "The search model's own answer (untrusted" in text and "<<<wrapped answer>>>" in text
+
+
+CANARY = "tripwire-5d2e8b3c0f"
+# A long random label: the entropy detector's (on for host labels by default).
+RANDOM_LABEL = "k3j9x2m8q7w1z5v4b6n0c2l8p3r7t9y1"
+
+
+@pytest.mark.parametrize(
+    ("fields", "location"),
+    [
+        pytest.param({"site": f"{CANARY}.attacker.example"}, "site", id="site-canary"),
+        pytest.param({"site": "AKIAIOSFODNN7EXAMPLE.attacker.example"}, "site", id="site-aws-key"),
+        pytest.param(
+            {"include_domains": ["docs.example.com", f"{RANDOM_LABEL}.attacker.example"]},
+            "include_domains[1]:host_label[0]",
+            id="include-random-label",
+        ),
+        pytest.param(
+            {"exclude_domains": [f"x.{CANARY}.example"]}, "exclude_domains[0]", id="exclude"
+        ),
+    ],
+)
+async def test_search_domain_filters_are_scanned_by_dlp(tmp_path, audit, fields, location) -> None:
+    (tmp_path / "canaries.txt").write_text(CANARY + "\n")
+    dlp = f"dlp: {{mode: enforce, canaries_file: {tmp_path / 'canaries.txt'}}}\n"
+    transport = BraveAnswers()
+    tool = make_tool(audit, transport=transport)
+    ctx = CallContext(policy(tmp_path, "watched", dlp), client_id="c")
+    with pytest.raises(GatewayError) as refused:
+        await tool.call(ctx, {"query": "harmless question", **fields})
+    assert refused.value.reason == "sensitive_data"
+    assert transport.sent == []  # nothing went to the provider
+    (record,) = records(audit)
+    assert record["dlp"]["location"] == location
+    with open(audit.path) as handle:
+        log_text = handle.read()
+    assert CANARY not in log_text and RANDOM_LABEL not in log_text
+    assert "AKIAIOSFODNN7EXAMPLE" not in log_text
+
+
+async def test_plain_domain_filters_pass_dlp(tmp_path, audit) -> None:
+    (tmp_path / "canaries.txt").write_text(CANARY + "\n")
+    dlp = f"dlp: {{mode: enforce, canaries_file: {tmp_path / 'canaries.txt'}}}\n"
+    tool = make_tool(audit)
+    ctx = CallContext(policy(tmp_path, "watched", dlp), client_id="c")
+    body = await tool.call(
+        ctx, {"query": "q", "site": "docs.example.com", "exclude_domains": ["pinterest.com"]}
+    )
+    assert body["results"]

@@ -11,11 +11,14 @@ import pytest
 from aiohttp import web
 
 from gateway.config import XSearchConfig
+from gateway.policy.load import load_policy_file
 from gateway.provenance.markers import sanitize, unwrap
 from gateway.runtime import Services
-from gateway.search.xai import code_point_span, remap_offsets
+from gateway.search.xai import RawCitation, XSearchAnswer, code_point_span, remap_offsets
 from gateway.server.app import make_app
 from gateway.tools.responses import X_SEARCH_RESPONSE
+from gateway.tools.websearch import REMOVED_LINK
+from gateway.tools.xsearch import without_denied_prose_links
 from tests.conformance import assert_conforms
 from tests.conftest import loopback_policy
 from tests.server.conftest import audit_records
@@ -197,7 +200,9 @@ async def test_answer_is_wrapped_cited_signed_and_audited(gateway, fake_xai) -> 
     }
     env = body["envelope"]
     clean = unwrap(body["text"], env["marker"])
-    assert clean == sanitize(text).text
+    # The denied link is gone from the prose too, as from a WebSearch model's answer.
+    assert clean == sanitize(text.replace(DENIED_URL, REMOVED_LINK)).text
+    assert DENIED_URL not in orjson.dumps(body).decode()
     assert body["text"].splitlines()[0] == (
         f'<<<UNTRUSTED_WEB_CONTENT nonce={env["marker"]} source="x_search">>>'
     )
@@ -252,7 +257,9 @@ async def test_marked_citations_stay_with_the_policy_decision(gateway, fake_xai)
         "rule": "default",
         "enforced": True,
     }
-    assert clean[denied["start_index"] : denied["end_index"]] == inline(2, DENIED_URL)
+    # Marked, the citation keeps its URL; the prose never carries the denied link.
+    assert clean[denied["start_index"] : denied["end_index"]] == inline(2, REMOVED_LINK)
+    assert DENIED_URL not in clean
 
 
 @pytest.mark.parametrize("unit", ["utf16", "utf8"], ids=["utf16-units", "utf8-bytes"])
@@ -517,3 +524,32 @@ async def test_a_secret_in_the_query_never_reaches_xai(gateway, fake_xai) -> Non
     assert record["dlp"]["location"] == "search_query"
     with open(services.audit.path, "rb") as handle:
         assert key.encode() not in handle.read()
+
+
+def test_prose_links_the_policy_denies_are_cut_and_offsets_follow(tmp_path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("name: p\ndomains:\n  allow: ['.example.com']\n" + ENABLED)
+    policy = load_policy_file(path)[0]
+    text = f"See {DENIED_URL} first, then {ALLOWED_URL}. Also {DENIED_URL}/b."
+    after = text.index(ALLOWED_URL)
+    inside = text.index(DENIED_URL) + 5
+    answer = XSearchAnswer(
+        text,
+        (
+            RawCitation(ALLOWED_URL, None, after, after + len(ALLOWED_URL)),
+            RawCitation(DENIED_URL, None, inside, inside + 3),  # inside a removed link
+            RawCitation(ALLOWED_URL, None, None, None),
+        ),
+        None,
+        None,
+        "completed",
+    )
+    cut = without_denied_prose_links(policy, answer)
+    assert cut.text == (f"See {REMOVED_LINK} first, then {ALLOWED_URL}. Also {REMOVED_LINK}.")
+    allowed, inner, consulted = cut.citations
+    assert cut.text[allowed.start_index : allowed.end_index] == ALLOWED_URL
+    assert cut.text[inner.start_index : inner.end_index] == REMOVED_LINK
+    assert (consulted.start_index, consulted.end_index) == (None, None)
+    # Nothing denied: the very same answer back.
+    clean = XSearchAnswer(f"only {ALLOWED_URL}", (), None, None, "completed")
+    assert without_denied_prose_links(policy, clean) is clean

@@ -41,6 +41,8 @@ class ProviderAdapter:
     build_from_settings: Callable[[SearchQuery, ProviderSettings], ProviderRequest] | None = None
     parse_answer: Callable[[ProviderResponse], str | None] | None = None
     default_model: str | None = None
+    # The provider's estimate of how many results there are, where it gives one.
+    parse_total: Callable[[ProviderResponse], int | None] | None = None
 
     def request(self, query: SearchQuery, settings: ProviderSettings) -> ProviderRequest:
         if self.build_from_settings is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from datetime import date
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -21,8 +22,10 @@ from gateway.search.providers.decoding import (
     node_text,
     query_with_site_operators,
     raw_result,
+    read_count,
 )
 from gateway.search.query import Freshness, RawResult, SearchQuery
+from gateway.search.region import accept_language, locale_tag
 from gateway.search.transport import ProviderRequest, ProviderResponse
 
 DEFAULT_BASE_URL = "https://www.bing.com"
@@ -33,10 +36,13 @@ _EPOCH = date(1970, 1, 1)
 
 def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> ProviderRequest:
     params = {"q": query_with_site_operators(query, or_supported=True), "count": str(50)}
-    if query.language and query.country:
-        params["mkt"] = f"{query.language}-{query.country.upper()}"
-    elif query.country:
-        params["cc"] = query.country.upper()
+    region = query.region_parts
+    market = locale_tag(region) if region else None
+    if region and market:
+        params["mkt"] = market
+        params["setlang"] = market.split("-")[0]
+    elif region:
+        params["cc"] = region.country.upper()
     # Sent as a courtesy; since 2026 the HTML page is said to need JavaScript for these, so
     # applies_time_filter never claims them.
     if query.time_range:
@@ -44,14 +50,13 @@ def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> Pro
         params["filters"] = f'ex1:"ez5_{start}_{end}"'
     elif query.freshness in _FRESHNESS:
         params["filters"] = f'ex1:"{_FRESHNESS[query.freshness]}"'
-    language = query.language or "en"
     return ProviderRequest(
         method="GET",
         url=endpoint(base_url, "/search") + "?" + urlencode(params),
         headers={
             "User-Agent": HTML_USER_AGENT,
             "Accept": "text/html",
-            "Accept-Language": f"{language},{language};q=0.9",
+            "Accept-Language": accept_language(region, "en,en;q=0.9"),
         },
     )
 
@@ -99,6 +104,18 @@ def parse(response: ProviderResponse) -> list[RawResult]:
     return results
 
 
+# "About 1,230,000 results" (or "1.230.000 Ergebnisse"): read from the bytes, not a second tree.
+_COUNT = re.compile(rb'class="sb_count"[^>]{0,200}>[^<0-9]{0,40}([0-9][0-9,.\s\xc2\xa0]{0,30})')
+
+
+def parse_total(response: ProviderResponse) -> int | None:
+    """Bing's estimate of the number of results (its `sb_count` line), where the page has it."""
+    if response.status != 200:
+        return None
+    match = _COUNT.search(response.body[:400_000])
+    return read_count(match.group(1).decode("utf-8", "replace").strip()) if match else None
+
+
 def unwrap(href: str) -> str | None:
     """The real target of a result link; None for ad clicks and undecodable wrappers."""
     parts = urlsplit(href.strip())
@@ -127,4 +144,5 @@ ADAPTER = ProviderAdapter(
     build_request=build_request,
     parse=parse,
     applies_time_filter=applies_time_filter,
+    parse_total=parse_total,
 )

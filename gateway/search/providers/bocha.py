@@ -24,6 +24,7 @@ from gateway.search.providers.decoding import (
     load_json_object,
     load_json_or_none,
     raw_results,
+    read_count,
 )
 from gateway.search.query import Freshness, RawResult, SearchQuery
 from gateway.search.transport import ProviderRequest, ProviderResponse
@@ -66,6 +67,13 @@ def parse(response: ProviderResponse) -> list[RawResult]:
     )
 
 
+def parse_total(response: ProviderResponse) -> int | None:
+    """Bocha's `webPages.totalEstimatedMatches`."""
+    if response.status != 200:
+        return None
+    return read_count(dig(load_json_object(response), "data", "webPages", "totalEstimatedMatches"))
+
+
 def _envelope_code(body: Any) -> int | None:
     code = dig(body, "code")
     if isinstance(code, bool):
@@ -104,4 +112,5 @@ ADAPTER = ProviderAdapter(
     build_request=build_request,
     parse=parse,
     applies_time_filter=honours_time_filter,
+    parse_total=parse_total,
 )

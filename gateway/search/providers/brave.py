@@ -22,6 +22,7 @@ from gateway.search.providers.decoding import (
     raw_results,
 )
 from gateway.search.query import Freshness, RawResult, SearchQuery
+from gateway.search.region import TRADITIONAL_CHINESE, Region
 from gateway.search.transport import (
     MAX_RETRY_AFTER,
     ProviderRequest,
@@ -36,7 +37,11 @@ _FRESHNESS = {
     Freshness.MONTH: "pm",
     Freshness.YEAR: "py",
 }
-_LANGUAGES = {"zh": "zh-hans", "ja": "jp", "pt": "pt-br"}  # Brave's own codes for these
+# The countries Brave's `country` takes (another is a 422) and its own language codes.
+_COUNTRY_CODES = "ar au at be br ca cl dk fi fr de hk in id it jp kr my mx nl "
+_COUNTRY_CODES += "nz no cn pl pt ph ru sa za es se ch tw tr gb us"
+_COUNTRIES = frozenset(_COUNTRY_CODES.split())
+_LANGUAGES = {"ja": "jp", "no": "nb"}
 
 
 def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> ProviderRequest:
@@ -45,10 +50,12 @@ def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> Pro
         "count": str(query.max_results),
         "text_decorations": "false",
     }
-    if query.country:
-        params["country"] = query.country.upper()
-    if query.language:
-        params["search_lang"] = _LANGUAGES.get(query.language, query.language)
+    region = query.region_parts
+    if region and region.country in _COUNTRIES:
+        params["country"] = region.country.upper()
+    language = _search_lang(region) if region else None
+    if language:
+        params["search_lang"] = language
     if query.time_range:
         start, end = query.time_range
         params["freshness"] = f"{start.isoformat()}to{end.isoformat()}"
@@ -56,6 +63,17 @@ def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> Pro
         params["freshness"] = _FRESHNESS[query.freshness]
     headers = {"Accept": "application/json", "X-Subscription-Token": api_key or ""}
     return query_get(base_url, "/res/v1/web/search", params, headers)
+
+
+def _search_lang(region: Region) -> str | None:
+    language = region.search_language
+    if language == "zh":
+        return "zh-hant" if region.country in TRADITIONAL_CHINESE else "zh-hans"
+    if language == "pt":
+        return "pt-br" if region.country == "br" else "pt-pt"
+    if language == "en" and region.country == "gb":
+        return "en-gb"
+    return _LANGUAGES.get(language, language) if language else None
 
 
 def parse(response: ProviderResponse) -> list[RawResult]:

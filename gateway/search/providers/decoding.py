@@ -7,6 +7,7 @@ nothing here raises anything but `ProviderError`.
 from __future__ import annotations
 
 import html
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ MAX_PARSED_RESULTS = 50
 MAX_TITLE_CHARS = 300
 MAX_SNIPPET_CHARS = 1000
 MAX_MESSAGE_CHARS = 200
+MAX_ANSWER_CHARS = 4000  # a keyed provider's short answer (Tavily's, an answer box)
 # A quota that is spent will not come back within seconds: cool for the longest allowed time.
 QUOTA_RETRY_AFTER = MAX_RETRY_AFTER
 HTML_USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
@@ -153,11 +155,14 @@ def raw_results(
     url: Keys,
     snippet: Keys,
     published: Keys = (),
+    score: Keys = (),
 ) -> list[RawResult]:
     """A RawResult from each entry that has an absolute http(s) URL, its values under the
     given keys."""
     found = (
-        raw_result(pick(e, title), pick(e, url), pick(e, snippet), pick(e, published))
+        raw_result(
+            pick(e, title), pick(e, url), pick(e, snippet), pick(e, published), pick(e, score)
+        )
         for e in entries
     )
     return [result for result in found if result]
@@ -172,7 +177,9 @@ def pick(entry: Mapping[str, Any], keys: Keys) -> Any:
     return value
 
 
-def raw_result(title: Any, url: Any, snippet: Any, published: Any = None) -> RawResult | None:
+def raw_result(
+    title: Any, url: Any, snippet: Any, published: Any = None, score: Any = None
+) -> RawResult | None:
     """A RawResult from provider values, or None when the URL is not an absolute http(s) one."""
     if not isinstance(url, str) or not re.match(r"(?i)^https?://", url.strip()):
         return None
@@ -182,7 +189,33 @@ def raw_result(title: Any, url: Any, snippet: Any, published: Any = None) -> Raw
         url=url.strip(),
         snippet=clean_text(snippet, MAX_SNIPPET_CHARS),
         published_at=parse_date(published),
+        score=read_score(score),
     )
+
+
+def read_score(value: Any) -> float | None:
+    """A provider's relevance score when it is a finite number, rounded to 4 places (an
+    integral one as an int, so orjson and RFC 8785 write it alike)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    if abs(value) >= 1e15:
+        return None  # no real score is that large; its JSON forms would differ
+    rounded = round(float(value), 4)
+    return int(rounded) if rounded.is_integer() else rounded
+
+
+def read_count(value: Any) -> int | None:
+    """A provider's estimate of how many results there are: a non-negative integer, or a
+    string of digits (with thousands separators); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str):
+        digits = re.sub(r"[,.\s\u00a0\u202f]", "", value.strip())
+        if digits.isascii() and digits.isdigit() and len(digits) <= 15:
+            return int(digits)
+    return None
 
 
 def clean_text(value: Any, limit: int) -> str:

@@ -21,6 +21,7 @@ from gateway.search.providers.decoding import (
     raw_result,
 )
 from gateway.search.query import Freshness, RawResult, SearchQuery
+from gateway.search.region import accept_language, duckduckgo_kl
 from gateway.search.transport import ProviderRequest, ProviderResponse
 
 DEFAULT_BASE_URL = "https://html.duckduckgo.com"
@@ -32,8 +33,10 @@ _BLOCK_STATUSES = {202, 303, 403, 418, 429}
 
 def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> ProviderRequest:
     form = {"q": query_with_site_operators(query, or_supported=False), "b": ""}
-    if query.country:
-        form["kl"] = f"{query.country}-{query.language or query.country}"
+    region = query.region_parts
+    kl = duckduckgo_kl(region) if region else None
+    if kl:
+        form["kl"] = kl
     if query.freshness and not query.time_range:
         form["df"] = _FRESHNESS[query.freshness]
     return ProviderRequest(
@@ -44,7 +47,7 @@ def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> Pro
             "User-Agent": HTML_USER_AGENT,
             "Referer": "https://html.duckduckgo.com/",
             "Accept": "text/html",
-            "Accept-Language": _accept_language(query),
+            "Accept-Language": accept_language(region),
         },
         body=urlencode(form).encode(),
     )
@@ -113,12 +116,6 @@ def _unwrap(href: str) -> str | None:
 def _looks_like_challenge(body: bytes) -> bool:
     head = body[:200_000]
     return any(marker in head for marker in _ANOMALY_MARKERS)
-
-
-def _accept_language(query: SearchQuery) -> str:
-    if query.language and query.country:
-        return f"{query.language}-{query.country.upper()},{query.language};q=0.9"
-    return "en-US,en;q=0.8"
 
 
 ADAPTER = ProviderAdapter(

@@ -21,6 +21,7 @@ from gateway.search.providers.decoding import (
     unexpected_status,
 )
 from gateway.search.query import RawResult, SearchQuery
+from gateway.search.region import locale_tag
 from gateway.search.transport import ProviderRequest, ProviderResponse
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8888"  # self-hosted only: there is no public default
@@ -32,10 +33,10 @@ def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> Pro
         "format": "json",
         "pageno": "1",
     }
-    if query.language and query.country:
-        params["language"] = f"{query.language}-{query.country.upper()}"
-    elif query.language:
-        params["language"] = query.language
+    region = query.region_parts
+    language = locale_tag(region) if region else None
+    if language:
+        params["language"] = language
     # SearXNG has no date range, and engines without time filtering ignore time_range.
     if query.freshness and not query.time_range:
         params["time_range"] = str(query.freshness)
@@ -67,6 +68,7 @@ def parse(response: ProviderResponse) -> list[RawResult]:
         url="url",
         snippet="content",
         published="publishedDate",
+        score="score",
     )
     unresponsive = data.get("unresponsive_engines")
     if not results and isinstance(unresponsive, list) and unresponsive:

@@ -11,7 +11,9 @@ from typing import Any
 from gateway.search.failures import ErrorClass, ProviderError
 from gateway.search.providers.adapter import ProviderAdapter, honours_time_filter, json_post
 from gateway.search.providers.decoding import (
+    MAX_ANSWER_CHARS,
     QUOTA_RETRY_AFTER,
+    clean_text,
     dig,
     error_text,
     items,
@@ -22,6 +24,7 @@ from gateway.search.providers.decoding import (
     raw_results,
 )
 from gateway.search.query import Freshness, RawResult, SearchQuery
+from gateway.search.region import TRADITIONAL_CHINESE
 from gateway.search.transport import ProviderRequest, ProviderResponse
 
 DEFAULT_BASE_URL = "https://google.serper.dev"
@@ -34,10 +37,14 @@ def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> Pro
         "q": query_with_site_operators(query, or_supported=True),
         "num": query.max_results,
     }
-    if query.country:
-        body["gl"] = query.country
-    if query.language:
-        body["hl"] = query.language
+    region = query.region_parts
+    if region:
+        body["gl"] = region.country
+        language = region.search_language
+        if language == "zh":  # Google's interface languages for Chinese
+            language = "zh-tw" if region.country in TRADITIONAL_CHINESE else "zh-cn"
+        if language:
+            body["hl"] = language
     if query.time_range:
         start, end = (d.strftime("%m/%d/%Y") for d in query.time_range)
         body["tbs"] = f"cdr:1,cd_min:{start},cd_max:{end}"
@@ -53,6 +60,17 @@ def parse(response: ProviderResponse) -> list[RawResult]:
     return raw_results(
         items(data.get("organic")), title="title", url="link", snippet="snippet", published="date"
     )
+
+
+def parse_answer(response: ProviderResponse) -> str | None:
+    """Google's answer box, as Serper passes it on: its `answer`, else its `snippet`."""
+    if response.status != 200:
+        return None
+    box = load_json_object(response).get("answerBox")
+    if not isinstance(box, dict):
+        return None
+    text = box.get("answer") if isinstance(box.get("answer"), str) else box.get("snippet")
+    return clean_text(text, MAX_ANSWER_CHARS) or None
 
 
 def _failure(response: ProviderResponse) -> ProviderError:
@@ -71,4 +89,5 @@ ADAPTER = ProviderAdapter(
     build_request=build_request,
     parse=parse,
     applies_time_filter=honours_time_filter,
+    parse_answer=parse_answer,
 )

@@ -16,7 +16,9 @@ from gateway.search.providers.adapter import (
     json_post,
 )
 from gateway.search.providers.decoding import (
+    MAX_ANSWER_CHARS,
     QUOTA_RETRY_AFTER,
+    clean_text,
     dig,
     error_text,
     items,
@@ -51,7 +53,7 @@ def build_request(query: SearchQuery, base_url: str, api_key: str | None) -> Pro
         "max_results": query.max_results,
         "search_depth": "basic",
         "topic": "general",
-        "include_answer": False,
+        "include_answer": True,  # Tavily's own short answer, returned as `answer`
         "include_raw_content": False,
     }
     if query.time_range:
@@ -77,7 +79,16 @@ def parse(response: ProviderResponse) -> list[RawResult]:
         url="url",
         snippet="content",
         published="published_date",
+        score="score",
     )
+
+
+def parse_answer(response: ProviderResponse) -> str | None:
+    """Tavily's `answer` (asked for with include_answer), when it wrote one."""
+    if response.status != 200:
+        return None
+    answer = load_json_object(response, list_key="results").get("answer")
+    return clean_text(answer, MAX_ANSWER_CHARS) or None if isinstance(answer, str) else None
 
 
 def _failure(response: ProviderResponse) -> ProviderError:
@@ -110,4 +121,5 @@ ADAPTER = ProviderAdapter(
     build_request=build_request,
     parse=parse,
     applies_time_filter=honours_time_filter,
+    parse_answer=parse_answer,
 )

@@ -148,7 +148,11 @@ def parse(response: ProviderResponse) -> list[RawResult]:
         if entry is None:
             continue
         found = raw_result(
-            entry.get("title"), entry.get("url"), entry.get("passage"), entry.get("date")
+            entry.get("title"),
+            entry.get("url"),
+            entry.get("passage"),
+            entry.get("date"),
+            entry.get("score"),
         )
         if found is not None:
             results.append(found)

@@ -31,7 +31,7 @@ async def test_parses_results_and_unwraps(ask) -> None:  # type: ignore[no-untyp
 
 async def test_request_mapping(ask) -> None:  # type: ignore[no-untyped-def]
     query = SearchQuery.from_fields(
-        {"query": "q", "region": "en-gb", "include_domains": ["a.org", "b.org"], "freshness": "day"}
+        {"query": "q", "region": "uk-en", "include_domains": ["a.org", "b.org"], "freshness": "day"}
     )
     _, fake = await ask(ADAPTER, Reply(200, PAGE), query)
     sent = fake.requests[0]
@@ -81,3 +81,22 @@ async def test_empty_result_list_is_no_results(ask) -> None:  # type: ignore[no-
     page = '<html><body><ol id="b_results"><li class="b_no">No results</li></ol></body></html>'
     results, _ = await ask(ADAPTER, Reply(200, page))
     assert results == []
+
+
+@pytest.mark.parametrize(
+    ("line", "total"),
+    [
+        ('<span class="sb_count">About 1,230,000 results</span>', 1230000),
+        ('<span class="sb_count" data-x="1">Ungefähr 45.600 Ergebnisse</span>', 45600),
+        ('<span class="sb_count">约 987 个结果</span>', 987),
+        ("", None),
+    ],
+)
+async def test_the_estimated_total_is_read(upstream, transport, line, total) -> None:  # type: ignore[no-untyped-def]
+    fake = await upstream()
+    fake.queue(Reply(200, PAGE.replace('<ol id="b_results">', line + '<ol id="b_results">', 1)))
+    response = await transport.send(
+        ADAPTER.build_request(SearchQuery("q"), fake.base_url, None), timeout=5, allow_private=True
+    )
+    assert ADAPTER.parse(response)  # the results are read as before
+    assert ADAPTER.parse_total is not None and ADAPTER.parse_total(response) == total

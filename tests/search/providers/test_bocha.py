@@ -90,3 +90,12 @@ async def test_a_code_of_non_ascii_digits_is_no_code(ask) -> None:  # type: igno
     body = {"code": "\xb2", "data": {"_type": "SearchResponse"}}
     results, _ = await ask(ADAPTER, Reply(200, body))
     assert results == []
+
+
+async def test_the_estimated_total_is_read(upstream, transport) -> None:  # type: ignore[no-untyped-def]
+    fake = await upstream()
+    fake.queue(Reply(200, OK))
+    response = await transport.send(
+        ADAPTER.build_request(SearchQuery("q"), fake.base_url, "k"), timeout=5, allow_private=True
+    )
+    assert ADAPTER.parse_total is not None and ADAPTER.parse_total(response) == 120345

@@ -51,7 +51,7 @@ async def test_parses_results(ask) -> None:  # type: ignore[no-untyped-def]
 
 async def test_request_mapping(ask) -> None:  # type: ignore[no-untyped-def]
     query = SearchQuery.from_fields(
-        {"query": "q", "max_results": 7, "region": "zh-cn", "exclude_domains": ["x.com"],
+        {"query": "q", "max_results": 7, "region": "cn-zh", "exclude_domains": ["x.com"],
          "time_range": "2025-01-01..2025-12-31", "freshness": "day"}
     )  # fmt: skip
     _, fake = await ask(ADAPTER, Reply(200, OK), query)

@@ -54,7 +54,7 @@ async def test_request_maps_region_freshness_and_operators(ask) -> None:  # type
     query = SearchQuery.from_fields(
         {
             "query": "rust async",
-            "region": "zh-cn",
+            "region": "cn-zh",
             "freshness": "week",
             "site": "tokio.rs",
             "exclude_domains": ["spam.example"],

@@ -67,3 +67,9 @@ async def test_no_results_without_engine_failures_is_empty(ask) -> None:  # type
     body = {**OK, "results": [], "unresponsive_engines": [], "number_of_results": 0}
     results, _ = await ask(ADAPTER, Reply(200, body), api_key=None)
     assert results == []
+
+
+async def test_scores_are_read_integral_ones_as_integers(ask) -> None:  # type: ignore[no-untyped-def]
+    results, _ = await ask(ADAPTER, Reply(200, OK), api_key=None)
+    assert [r.score for r in results] == [3, None]
+    assert isinstance(results[0].score, int)  # written "3" by orjson and by RFC 8785 alike

@@ -35,7 +35,7 @@ async def test_parses_results(ask) -> None:  # type: ignore[no-untyped-def]
         pytest.param({"freshness": "month"}, {"tbs": "qdr:m"}, id="freshness"),
         pytest.param({"time_range": "2025-01-02..2025-03-04"},
                      {"tbs": "cdr:1,cd_min:01/02/2025,cd_max:03/04/2025"}, id="range"),
-        pytest.param({"region": "de-at"}, {"gl": "at", "hl": "de"}, id="region"),
+        pytest.param({"region": "at-de"}, {"gl": "at", "hl": "de"}, id="region"),
         pytest.param({"include_domains": ["a.org", "b.org"], "exclude_domains": ["c.org"]},
                      {"q": "q (site:a.org OR site:b.org) -site:c.org"}, id="operators"),
     ],
@@ -74,3 +74,24 @@ async def test_error_shapes(  # type: ignore[no-untyped-def]
 async def test_no_organic_section_is_no_results(ask) -> None:  # type: ignore[no-untyped-def]
     results, _ = await ask(ADAPTER, Reply(200, {"searchParameters": {}, "credits": 1}))
     assert results == []
+
+
+@pytest.mark.parametrize(
+    ("box", "answer"),
+    [
+        pytest.param({"title": "Python 3.13", "answer": "October 7, 2024"}, "October 7, 2024",
+                     id="answer"),
+        pytest.param({"title": "t", "snippet": "Released on <b>7 October 2024</b>.",
+                      "link": "https://docs.python.org/"}, "Released on 7 October 2024.",
+                     id="snippet"),
+        pytest.param(None, None, id="none"),
+    ],
+)  # fmt: skip
+async def test_the_answer_box_is_the_answer(upstream, transport, box, answer) -> None:  # type: ignore[no-untyped-def]
+    fake = await upstream()
+    fake.queue(Reply(200, {**OK, "answerBox": box} if box else OK))
+    response = await transport.send(
+        ADAPTER.build_request(SearchQuery("q"), fake.base_url, "k"), timeout=5, allow_private=True
+    )
+    assert ADAPTER.parse_answer is not None and ADAPTER.parse_answer(response) == answer
+    assert [r.score for r in ADAPTER.parse(response)] == [None, None]  # Serper has no scores

@@ -87,3 +87,20 @@ async def test_error_shapes(  # type: ignore[no-untyped-def]
 async def test_empty_results(ask) -> None:  # type: ignore[no-untyped-def]
     results, _ = await ask(ADAPTER, Reply(200, {**OK, "results": []}))
     assert results == []
+
+
+async def test_scores_and_the_answer_are_read(upstream, transport) -> None:  # type: ignore[no-untyped-def]
+    fake = await upstream()
+    fake.queue(Reply(200, {**OK, "answer": "The <b>AI Act</b>'s first bans apply from February."}))
+    response = await transport.send(
+        ADAPTER.build_request(SearchQuery("q"), fake.base_url, "k"), timeout=5, allow_private=True
+    )
+    assert fake.requests[0].json()["include_answer"] is True
+    assert [r.score for r in ADAPTER.parse(response)] == [0.8137, 0.5]
+    assert ADAPTER.parse_answer is not None
+    assert ADAPTER.parse_answer(response) == "The AI Act's first bans apply from February."
+    fake.queue(Reply(200, OK))  # "answer": null
+    again = await transport.send(
+        ADAPTER.build_request(SearchQuery("q"), fake.base_url, "k"), timeout=5, allow_private=True
+    )
+    assert ADAPTER.parse_answer(again) is None
