@@ -41,6 +41,7 @@ from gateway.fetch.dial import connector as dial_connector
 from gateway.fetch.resolver import AddressDeniedError, PolicyResolver, StaticHosts
 from gateway.fetch.strict_protocol import use_strict_responses
 from gateway.policy.engine import Decision, decide_answer, decide_content_type
+from gateway.policy.hints import refusal_text
 from gateway.policy.model import IPNetwork, Policy
 from gateway.policy.redirects import AmbiguousRedirectError, plan_redirect
 from gateway.policy.urls import Target
@@ -260,7 +261,7 @@ class Fetcher:
                     trace.redirects.append(RedirectHop(plan.location, status, plan.decision))
                     trace.decision = plan.decision
                     if not plan.decision.allowed or plan.target is None:
-                        raise PolicyDeniedError(plan.decision)
+                        raise PolicyDeniedError(plan.decision, refusal_text(plan.decision))
                     await _drain(response)
                     trace.current = plan.target
                     method = plan.method
@@ -275,7 +276,7 @@ class Fetcher:
                         # names the reason and rule (enforced: false for the second).
                         trace.decision = type_decision
                     if not type_decision.allowed:
-                        raise PolicyDeniedError(type_decision)
+                        raise PolicyDeniedError(type_decision, refusal_text(type_decision))
                 body = await self._read_body(response, max_bytes, trace, method)
                 return FetchResult(
                     target=trace.current,
@@ -327,7 +328,7 @@ class Fetcher:
             decision = decide_answer(policy, target.port, [target.ip], own_addresses=self._own)
             if not decision.allowed:
                 trace.decision = decision
-                raise PolicyDeniedError(decision)
+                raise PolicyDeniedError(decision, refusal_text(decision))
         headers = self._base_headers
         if options.headers:
             headers = headers.copy()
@@ -350,7 +351,7 @@ class Fetcher:
             )
         except (AddressDeniedError, SocketRefusedError) as exc:
             trace.decision = exc.decision
-            raise PolicyDeniedError(exc.decision) from None
+            raise PolicyDeniedError(exc.decision, refusal_text(exc.decision)) from None
         except Exception as exc:
             raise translate_error(exc, before_head=True) from exc
         trace.status = response.status

@@ -20,6 +20,7 @@ from gateway.fetch.dial import SocketGuard, SocketRefusedError, dial
 from gateway.fetch.resolver import LookupFailedError, PolicyResolver, StaticHosts
 from gateway.policy.addresses import IPAddress
 from gateway.policy.engine import Decision, decide_answer
+from gateway.policy.hints import refusal_text
 from gateway.policy.model import IPNetwork, Policy
 from gateway.policy.urls import Target
 
@@ -36,7 +37,7 @@ class AddressCheckFailed(PolicyDeniedError):
     """An address of the answer was refused; `addresses` is the whole answer."""
 
     def __init__(self, decision: Decision, addresses: tuple[IPAddress, ...]) -> None:
-        super().__init__(decision)
+        super().__init__(decision, refusal_text(decision))
         self.addresses = addresses
 
 

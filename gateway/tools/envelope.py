@@ -16,6 +16,7 @@ import yarl
 
 from gateway.errors import GatewayError, InvalidRequestError, PolicyDeniedError, ToolDisabledError
 from gateway.policy.engine import Decision, Reason
+from gateway.policy.hints import refusal_text
 from gateway.provenance.markers import source_attribute
 
 MAX_URL_CHARS = 2048
@@ -78,8 +79,8 @@ def refusal(decision: Decision) -> GatewayError:
             rule="url",
         )
     if decision.reason is Reason.TOOL_DISABLED:
-        return ToolDisabledError(decision)
-    return PolicyDeniedError(decision)
+        return ToolDisabledError(decision, refusal_text(decision))
+    return PolicyDeniedError(decision, refusal_text(decision))
 
 
 def policy_summary(decision: Decision, mode: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from gateway.errors import (
 from gateway.fetch.client import Fetcher, FetchOptions
 from gateway.fetch.resolver import parse_static_hosts
 from gateway.policy.engine import Reason, decide_url
+from gateway.policy.hints import refusal_text
 from gateway.policy.model import Limits, Timeouts
 from tests.policy.conftest import make_policy
 from tests.upstream import PAGE, bombs, make_upstream
@@ -179,6 +180,9 @@ async def test_resolved_addresses_are_checked(
     with pytest.raises(PolicyDeniedError) as info:
         await fetch(fetcher, policy, url(upstream, "/page", host=host))
     assert (info.value.decision.reason, info.value.decision.rule) == (reason, rule)
+    # What the agent reads: the refusal text, which never names the address refused.
+    assert info.value.message == refusal_text(info.value.decision)
+    assert "10.0.0.5" not in info.value.message and "169.254" not in info.value.message
 
 
 async def test_unresolvable_name_is_unreachable(fetcher, policy, upstream) -> None:

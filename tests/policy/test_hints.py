@@ -7,7 +7,6 @@ import ipaddress
 
 import pytest
 
-from gateway.errors import PolicyDeniedError
 from gateway.policy.engine import Decision, Reason, decide_address, decide_url
 from gateway.policy.hints import how_to_allow, refusal_text
 from tests.policy.conftest import make_policy
@@ -51,7 +50,6 @@ def test_a_private_answer_is_refused_without_its_address() -> None:
     text = refusal_text(decision)
     assert "10.20.0.7" not in text and "10." not in text
     assert "networks.allow" in text
-    assert PolicyDeniedError(decision).message == text
 
 
 def test_network_deny_and_metadata_hide_the_address() -> None:
