@@ -57,19 +57,23 @@ async def test_a_dropped_policys_pool_closes_after_the_grace(
 def test_dlp_fingerprint_key_file(tmp_path, make_config) -> None:
     """The configured key keys DLP fingerprints (the same secret, the same print across
     starts); a short key refuses to start; none draws a random key per start."""
-    from gateway.policy import dlp
     from gateway.runtime import read_fingerprint_key
 
     key_file = tmp_path / "dlp.key"
     key_file.write_bytes(b"0123456789abcdef0123456789abcdef\n")
     assert read_fingerprint_key(str(key_file)) == b"0123456789abcdef0123456789abcdef"
     assert read_fingerprint_key(None) is None
+
+    def canary_print(services: Services) -> str:
+        # What a finding under the policy in force would carry.
+        return services.state.default_policy.dlp.fingerprint("canary", "tripwire-4c1f7a2b9e")
+
     first = Services(make_config(None, dlp_fingerprint_key=str(key_file)))
-    print_one = dlp.fingerprint("canary", "tripwire-4c1f7a2b9e")
+    print_one = canary_print(first)
+    assert first.fingerprint_key == b"0123456789abcdef0123456789abcdef"
     second = Services(make_config(None, dlp_fingerprint_key=str(key_file)))
-    assert dlp.fingerprint("canary", "tripwire-4c1f7a2b9e") == print_one
-    Services(make_config(None))
-    assert dlp.fingerprint("canary", "tripwire-4c1f7a2b9e") != print_one
+    assert canary_print(second) == print_one
+    assert canary_print(Services(make_config(None))) != print_one
     key_file.write_bytes(b"short")
     with pytest.raises(OSError, match="needs at least 16"):
         read_fingerprint_key(str(key_file))
