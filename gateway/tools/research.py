@@ -43,7 +43,7 @@ from gateway.tools.context import CallContext
 from gateway.tools.envelope import new_id, now_iso
 from gateway.tools.extraction import EXTRACT_DEADLINE
 from gateway.tools.records import tool_record
-from gateway.tools.registry import ToolSpec
+from gateway.tools.registry import TOOL_NEEDS, ToolSpec
 from gateway.tools.schema import RESEARCH_REQUEST, validate
 from gateway.tools.webfetch import Page, WebFetchTool
 from gateway.tools.webfetch import render_text as render_page
@@ -85,7 +85,9 @@ class ResearchTool:
         """`{"search": <WebSearch response>, "pages": [...]}`; raises GatewayError when the
         search itself is refused or fails."""
         validate(RESEARCH_REQUEST, args)
-        answer = await self._websearch.search(ctx, args, action="Research")
+        answer = await self._websearch.search(
+            ctx, args, action="Research", needs=TOOL_NEEDS["Research"]
+        )
         chosen = pick_pages(answer.allowed, args.get("fetch_top_n", DEFAULT_TOP_N))
         mode = args.get("extract_mode", "summary")
         limits = ctx.policy.limits

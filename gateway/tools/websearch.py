@@ -102,15 +102,20 @@ class WebSearchTool:
         return (await self.search(ctx, args)).body
 
     async def search(
-        self, ctx: CallContext, args: Mapping[str, Any], *, action: str = "WebSearch"
+        self,
+        ctx: CallContext,
+        args: Mapping[str, Any],
+        *,
+        action: str = "WebSearch",
+        needs: Sequence[str] = (),
     ) -> SearchAnswer:
         """Search for already schema-checked `args`; `action` names the audit record (Research
-        searches through here too and decides its own enablement)."""
+        searches through here too and decides its own enablement, by the tools it `needs`)."""
         queries = search_queries(args)
         query = queries[0]
         # Step 2b looks at every query the provider would be sent.
         texts = [phrasing.query for phrasing in queries]
-        decision = decide_query(ctx.policy, action, texts)
+        decision = decide_query(ctx.policy, action, texts, needs=needs)
         if not decision.allowed:
             error = refusal(decision)
             self._audit.append(tool_record(action, ctx, decision=decision, error=error))
