@@ -34,7 +34,7 @@ from gateway.policy import dlp
 from gateway.policy.load import PolicyValidationError, load_default_policy, load_policy_file
 from gateway.policy.model import Policy
 from gateway.provenance.dsse import DSSEError, Signer, keyid_of, load_public_key
-from gateway.search import build_engine
+from gateway.search.assembly import build_engine
 from gateway.search.ids import IdStore, InMemoryIdStore
 from gateway.search.providers import ADAPTERS
 from gateway.state.wiring import connect_shared_state
