@@ -234,12 +234,9 @@ DIAL_CALLS = {
 }
 DIAL_EXEMPT = {
     # the choke point itself
-    ("fetch/dial.py", "TCPConnector"): None,
     ("fetch/dial.py", "socket"): None,
     ("fetch/dial.py", "sock_connect"): None,
     ("fetch/dial.py", "create_connection"): "sock",  # over the socket it just checked
-    # the Fetcher's session, over the connector that fetch/dial.py builds
-    ("fetch/client.py", "ClientSession"): "connector",
     # wraps an accepted client socket's descriptor for splice(2); dials nothing
     ("server/proxy/splice.py", "socket"): "fileno",
 }
@@ -461,9 +458,6 @@ def private_uses(path: Path) -> list[str]:
 # our own in the module that owns the hazard). The test fails when this set changes in
 # either direction, so an entry can only be taken out.
 KNOWN_PRIVATE_USES: set[tuple[str, str]] = {
-    # aiohttp's client protocol behind the strict reader, and the peer of a response
-    ("fetch/strict_protocol.py", "from aiohttp.client_proto import …"),
-    ("fetch/client.py", "response._protocol"),
     # yarl's URL parser internals, a fast path with a fallback (policy/urls.py)
     ("policy/urls.py", "from yarl._parse import …"),
     ("policy/urls.py", "from yarl._path import …"),

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from gateway.config import ServerConfig
-from gateway.fetch.client import FetchOptions, pool_key
+from gateway.fetch.client import FetchOptions
 from gateway.policy.engine import decide_url
 from gateway.runtime import Services
 from tests.conftest import loopback_policy
@@ -37,14 +37,15 @@ async def test_a_dropped_policys_pool_closes_after_the_grace(
         decision, target = decide_url(first, f"http://site.example.com:{upstream.port}/page")
         assert decision.allowed and target is not None
         await services.fetcher.fetch(first, target, FetchOptions())
-        pool = services.fetcher._sessions[pool_key(first)]
+        pool = services.fetcher.pool(first)
+        assert pool is not None
         for extra in versions:
             write_policy(text + extra)
             assert services.reload()
         assert not pool.closed  # requests in flight may still use it
         await asyncio.sleep(GRACE * 3)
         assert pool.closed is first_pool_closed
-        assert (pool_key(first) in services.fetcher._sessions) is not first_pool_closed
+        assert (services.fetcher.pool(first) is pool) is not first_pool_closed
         current = services.state.default_policy
         _, target = decide_url(current, f"http://site.example.com:{upstream.port}/page")
         assert target is not None
