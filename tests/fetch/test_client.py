@@ -9,6 +9,7 @@ import tracemalloc
 import pytest
 
 from gateway.errors import (
+    InvalidRequestError,
     PolicyDeniedError,
     ResponseTooLargeError,
     UpstreamError,
@@ -142,6 +143,38 @@ async def test_slow_sender_hits_total_timeout(fetcher, policy, upstream) -> None
 async def test_stalled_upstream_hits_read_timeout(fetcher, policy, upstream) -> None:
     with pytest.raises(UpstreamTimeoutError):
         await fetch(fetcher, policy, url(upstream, "/stall"))
+
+
+async def test_the_read_deadline_runs_between_reads(fetcher, policy, upstream) -> None:
+    # /slow sends a byte every 0.2 s: each read moves the 1 s read deadline on, so only the
+    # total deadline ends it; /stall sends nothing after the request: the read deadline does.
+    with pytest.raises(UpstreamTimeoutError, match="timeouts.total"):
+        await fetch(fetcher, policy, url(upstream, "/slow"))
+    with pytest.raises(UpstreamTimeoutError, match=r"timeouts\.read"):
+        await fetch(fetcher, policy, url(upstream, "/stall"))
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"X-Key": "a\r\nInjected: 1"}, {"X-Key": "a\nb"}, {"Bad Name": "v"}, {"X-Key": "a\0"}],
+    ids=["crlf", "lf", "space-in-name", "nul"],
+)
+async def test_a_malformed_operator_header_is_refused_before_sending(
+    fetcher, policy, upstream, headers
+) -> None:
+    with pytest.raises(InvalidRequestError, match="malformed"):
+        await fetch(fetcher, policy, url(upstream, "/echo-headers"), headers=headers)
+    assert fetcher.pool(policy) is None or fetcher.pool(policy).idle_count() == 0
+
+
+async def test_operator_headers_replace_the_gateways_own(fetcher, policy, upstream) -> None:
+    headers = {"accept": "application/json", "X-Api-Key": "k-123"}
+    result = await fetch(fetcher, policy, url(upstream, "/echo-headers"), headers=headers)
+    import orjson
+
+    sent = {k.lower(): v for k, v in orjson.loads(result.body).items()}
+    assert sent["accept"] == "application/json" and sent["x-api-key"] == "k-123"
+    assert "agent-egress-gateway" in sent["user-agent"]
 
 
 async def test_lying_content_length_is_upstream_error(fetcher, policy, upstream) -> None:
