@@ -119,6 +119,7 @@ async def serve(
         await stop.wait()
         ticker.cancel()
         watcher.cancel()
+        await reloader.close()
         services.draining = True
         await _drain(services, runner, config.server.shutdown_grace)
     finally:
