@@ -323,6 +323,7 @@ def run_tunnel(port: int) -> None:
             self.peer: Side | None = None
             self.transport: asyncio.Transport | None = None
             self.head = bytearray()
+            self.opening: asyncio.Future[None] | None = None  # kept: a task nobody holds may vanish
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             self.transport = transport  # type: ignore[assignment]
@@ -337,7 +338,7 @@ def run_tunnel(port: int) -> None:
                 host, _, port_text = target.rpartition(":")
                 assert self.transport is not None
                 self.transport.pause_reading()
-                asyncio.ensure_future(self.open(host, int(port_text)))
+                self.opening = asyncio.ensure_future(self.open(host, int(port_text)))
 
         async def open(self, host: str, port: int) -> None:
             loop = asyncio.get_running_loop()

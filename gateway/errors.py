@@ -20,16 +20,13 @@
 
 Only adapters (server, cli) turn these into responses; everything below them raises them.
 Foreign exceptions (aiohttp, OSError, lxml) are translated in one place per package.
+A leaf: it imports nothing of the gateway. A refusal's decision and its text come to it as
+values (`gateway.policy.hints.denied_error` writes the text).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
-
-from gateway.policy.hints import refusal_text
-
-if TYPE_CHECKING:
-    from gateway.policy.engine import Decision
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 
 class GatewayError(Exception):
@@ -74,24 +71,38 @@ class UnauthorizedError(GatewayError):
     http_status = 401
 
 
-class _DecisionError(GatewayError):
-    """A refusal that a policy decision made; the decision travels with it."""
+class Ruling(Protocol):
+    """What an error reads of a policy decision (`gateway.policy.engine.Decision` is one)."""
 
-    def __init__(self, decision: Decision, message: str | None = None) -> None:
+    @property
+    def reason(self) -> str | None: ...
+
+    @property
+    def rule(self) -> str: ...
+
+
+RulingT = TypeVar("RulingT", bound=Ruling)
+
+
+class _DecisionError(GatewayError, Generic[RulingT]):
+    """A refusal that a policy decision made; the decision travels with it, and `message` is
+    what the agent reads of it (the caller writes it: `policy.hints.refusal_text`)."""
+
+    def __init__(self, decision: RulingT, message: str) -> None:
         super().__init__(
-            message or refusal_text(decision),
+            message,
             reason=str(decision.reason) if decision.reason else None,
             rule=decision.rule,
         )
         self.decision = decision
 
 
-class PolicyDeniedError(_DecisionError):
+class PolicyDeniedError(_DecisionError[RulingT]):
     code = "policy_denied"
     http_status = 403
 
 
-class ToolDisabledError(_DecisionError):
+class ToolDisabledError(_DecisionError[RulingT]):
     code = "tool_disabled"
     http_status = 403
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from gateway.config import ClientLimits
 from gateway.errors import RateLimitedError
+
+if TYPE_CHECKING:  # annotations only: the tools that hold leases never load the configuration
+    from gateway.config import ClientLimits
 
 WINDOW_S = 60.0
 CONCURRENCY_RETRY_S = 1.0

@@ -107,6 +107,12 @@ class ReloadController:
         self._pending.add(task)
         task.add_done_callback(self._finished)
 
+    async def close(self) -> None:
+        """Wait for the reloads SIGHUP started (each finishes its thread's reading and its
+        record; none is left running when the services close)."""
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+
     def _finished(self, task: asyncio.Future[bool]) -> None:
         self._pending.discard(task)
         if not task.cancelled() and task.exception() is not None:

@@ -35,7 +35,7 @@ from gateway.policy import dlp
 from gateway.policy.load import PolicyValidationError, load_default_policy, load_policy_file
 from gateway.policy.model import Policy
 from gateway.provenance.dsse import DSSEError, Signer, keyid_of, load_public_key
-from gateway.search import build_engine, chain_entries
+from gateway.search.assembly import build_engine, chain_entries
 from gateway.search.ids import IdStore, InMemoryIdStore
 from gateway.search.providers import ADAPTERS
 from gateway.state.wiring import connect_shared_state
@@ -144,6 +144,20 @@ def load_policy_state(config: GatewayConfig) -> PolicyState:
     return PolicyState(default, tuple(clients))
 
 
+def keyed_state(state: PolicyState, key: bytes) -> PolicyState:
+    """`state` with every policy's DLP fingerprinting under `key` (a policy shared by
+    several clients stays one policy)."""
+    keyed: dict[int, Policy] = {}
+
+    def key_policy(policy: Policy) -> Policy:
+        if id(policy) not in keyed:
+            keyed[id(policy)] = replace(policy, dlp=policy.dlp.keyed(key))
+        return keyed[id(policy)]
+
+    clients = tuple(replace(c, policy=key_policy(c.policy)) for c in state.clients)
+    return replace(state, default_policy=key_policy(state.default_policy), clients=clients)
+
+
 @dataclass(slots=True)
 class ReloadStatus:
     last_reload: str | None = None
@@ -193,7 +207,12 @@ class Services:
         """The response signer, the retired public keys, the DLP fingerprint key."""
         self.signer = Signer.from_pem_file(config.signing_key) if config.signing_key else None
         self.retired_keys = tuple(load_public_key(path) for path in config.retired_keys)
-        dlp.set_fingerprint_key(read_fingerprint_key(config.dlp_fingerprint_key))
+        # One key for every policy of this process (a random one when none is configured),
+        # so prints of one secret correlate across clients and reloads.
+        self.fingerprint_key = (
+            read_fingerprint_key(config.dlp_fingerprint_key) or dlp.random_fingerprint_key()
+        )
+        self.state = keyed_state(self.state, self.fingerprint_key)
         # keyid -> when a rotation at reload retired it (its /v1/keys not_after).
         self.retired_at: dict[str, str] = {}
 
@@ -414,7 +433,7 @@ class Services:
         """Swap in a state loaded beforehand (the reload controller reads and compiles it in
         a thread), with the configuration it came from when one was given."""
         old = self.state
-        self.state = new
+        self.state = new = keyed_state(new, self.fingerprint_key)
         self.metrics.set_clients(c.id for c in new.clients)
         key_problems: tuple[str, ...] = ()
         if config is not None:

@@ -328,3 +328,16 @@ async def test_sighup_reloads_through_the_thread(setup) -> None:
         loop.remove_signal_handler(signal.SIGHUP)
     assert controller.reloads == 1
     assert services.state.default_policy.name == "by-sighup"
+
+
+async def test_close_waits_for_a_reload_started_without_waiting(setup) -> None:
+    """A reload SIGHUP starts is a task the controller keeps: closing waits for it, so it is
+    never cut off (or left running) when the services close."""
+    tmp, services = setup
+    controller = ReloadController(services, None)
+    edit(tmp / "p.yaml", "name: started-soon\n")
+    controller.reload_soon("test")
+    assert controller.reloads == 0  # started, not finished
+    await controller.close()
+    assert controller.reloads == 1
+    assert services.state.default_policy.name == "started-soon"

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from gateway.config import ServerConfig
-from gateway.fetch.client import FetchOptions, pool_key
+from gateway.fetch.client import FetchOptions
 from gateway.policy.engine import decide_url
 from gateway.runtime import Services
 from tests.conftest import loopback_policy
@@ -37,14 +37,15 @@ async def test_a_dropped_policys_pool_closes_after_the_grace(
         decision, target = decide_url(first, f"http://site.example.com:{upstream.port}/page")
         assert decision.allowed and target is not None
         await services.fetcher.fetch(first, target, FetchOptions())
-        pool = services.fetcher._sessions[pool_key(first)]
+        pool = services.fetcher.pool(first)
+        assert pool is not None
         for extra in versions:
             write_policy(text + extra)
             assert services.reload()
         assert not pool.closed  # requests in flight may still use it
         await asyncio.sleep(GRACE * 3)
         assert pool.closed is first_pool_closed
-        assert (pool_key(first) in services.fetcher._sessions) is not first_pool_closed
+        assert (services.fetcher.pool(first) is pool) is not first_pool_closed
         current = services.state.default_policy
         _, target = decide_url(current, f"http://site.example.com:{upstream.port}/page")
         assert target is not None
@@ -57,19 +58,23 @@ async def test_a_dropped_policys_pool_closes_after_the_grace(
 def test_dlp_fingerprint_key_file(tmp_path, make_config) -> None:
     """The configured key keys DLP fingerprints (the same secret, the same print across
     starts); a short key refuses to start; none draws a random key per start."""
-    from gateway.policy import dlp
     from gateway.runtime import read_fingerprint_key
 
     key_file = tmp_path / "dlp.key"
     key_file.write_bytes(b"0123456789abcdef0123456789abcdef\n")
     assert read_fingerprint_key(str(key_file)) == b"0123456789abcdef0123456789abcdef"
     assert read_fingerprint_key(None) is None
+
+    def canary_print(services: Services) -> str:
+        # What a finding under the policy in force would carry.
+        return services.state.default_policy.dlp.fingerprint("canary", "tripwire-4c1f7a2b9e")
+
     first = Services(make_config(None, dlp_fingerprint_key=str(key_file)))
-    print_one = dlp.fingerprint("canary", "tripwire-4c1f7a2b9e")
+    print_one = canary_print(first)
+    assert first.fingerprint_key == b"0123456789abcdef0123456789abcdef"
     second = Services(make_config(None, dlp_fingerprint_key=str(key_file)))
-    assert dlp.fingerprint("canary", "tripwire-4c1f7a2b9e") == print_one
-    Services(make_config(None))
-    assert dlp.fingerprint("canary", "tripwire-4c1f7a2b9e") != print_one
+    assert canary_print(second) == print_one
+    assert canary_print(Services(make_config(None))) != print_one
     key_file.write_bytes(b"short")
     with pytest.raises(OSError, match="needs at least 16"):
         read_fingerprint_key(str(key_file))

@@ -1,56 +1,56 @@
-"""The Fetcher: the only outbound HTTP client, and the one place aiohttp errors are translated.
+"""The Fetcher: WebFetch's, Research's and the providers' way out, over the one upstream client.
 
-Every request goes through a connector owned by one policy (so DNS answers and pooled
-connections never cross policies), whose resolver checks every address before aiohttp may
-connect to it, and whose sockets all come from the policy's `SocketGuard` (`fetch.dial`),
-which classifies the exact address dialled, names and IP literals alike. Redirects are
-followed here, by hand: each hop is planned by the policy's redirect rules and decided from
-step 1. Bodies are streamed through a decoder that stops at `max_response_bytes` after
-decompression. Timeouts: connect and read per socket operation, and one total deadline over
-every hop and the body.
+Requests go through the upstream client of `fetch.upstream`, one pool per policy (so DNS
+answers and pooled connections never cross policies): names are resolved and every address
+checked (`fetch.tunnel`), sockets come from the policy's `SocketGuard` (`fetch.dial`), which
+classifies the exact address dialled, and HTTPS is verified against the name asked for while
+the checked address is dialled. Each response is read once, by the strict reader of
+`wire.http1`. Redirects are followed here, by hand: each hop is planned by the policy's
+redirect rules and decided from step 1. Bodies are streamed through a decoder that stops at
+`max_response_bytes` after decompression. Timeouts: connect (DNS, TCP and TLS together), read
+(between two reads, from the request sent), and one total deadline over every hop and the body.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
-import math
+import re
 import ssl
 import time
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import yarl
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from gateway import __version__
 from gateway.errors import (
     GatewayError,
+    InvalidRequestError,
     PolicyDeniedError,
     ResponseTooLargeError,
     UpstreamError,
     UpstreamTimeoutError,
-    UpstreamUnreachableError,
 )
 from gateway.fetch.decode import ACCEPT_ENCODING, BoundedDecoder, parse_content_encoding
-from gateway.fetch.dial import SocketGuard, SocketRefusedError
-from gateway.fetch.dial import connector as dial_connector
-from gateway.fetch.resolver import AddressDeniedError, PolicyResolver, StaticHosts
-from gateway.fetch.strict_protocol import StrictResponseHandler, use_strict_responses
+from gateway.fetch.resolver import StaticHosts
+from gateway.fetch.tunnel import AddressCheckFailed
+from gateway.fetch.upstream import UpstreamConnection, UpstreamPool
 from gateway.policy.engine import Decision, decide_answer, decide_content_type
+from gateway.policy.hints import refusal_text
 from gateway.policy.model import IPNetwork, Policy
 from gateway.policy.redirects import AmbiguousRedirectError, plan_redirect
 from gateway.policy.urls import Target
-from gateway.wire import http1
+from gateway.wire.http1 import LENGTH, ResponseHead
 
 DEFAULT_USER_AGENT = f"agent-egress-gateway/{__version__} (+policy-enforcing fetcher)"
 ACCEPT = "text/html,application/xhtml+xml,application/json;q=0.9,text/*;q=0.8,*/*;q=0.1"
 REDIRECT_BODY_DRAIN = 64 * 1024
-
-
+# What a request field may hold: a token name, a value without CR, LF or NUL.
+_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+_VALUE = re.compile(r"[^\x00\r\n]*\Z")
 @dataclass(slots=True)
 class RedirectHop:
     url: str  # where the hop pointed (absolute, normalised when it parsed)
@@ -136,13 +136,14 @@ class Fetcher:
             self._ssl.load_verify_locations(cafile=ca_file)
         self.user_agent = user_agent or DEFAULT_USER_AGENT
         self._pool_limit = pool_limit
-        self._sessions: dict[tuple[str, str, str], aiohttp.ClientSession] = {}
-        # Built once, copied per request: a request pays one C-level copy, not three inserts.
-        self._base_headers: CIMultiDict[str] = CIMultiDict(
-            {"User-Agent": self.user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
+        self._pools: dict[tuple[str, str, str], _PolicyPool] = {}
+        self._base_fields = (
+            ("User-Agent", self.user_agent),
+            ("Accept", ACCEPT),
+            ("Accept-Encoding", ACCEPT_ENCODING),
         )
-        self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}
-        self._closing: set[asyncio.Task[None]] = set()
+        # Built once: a request without operator headers pays no formatting for them.
+        self._base_head = "".join(f"{name}: {value}\r\n" for name, value in self._base_fields)
 
     async def set_own_addresses(self, own: Collection[tuple[IPNetwork, int]]) -> None:
         """Called once the server has bound its ports; new pools apply the new set."""
@@ -157,56 +158,41 @@ class Fetcher:
     def own_addresses(self) -> tuple[tuple[IPNetwork, int], ...]:
         return self._own
 
-    def _session(self, policy: Policy) -> aiohttp.ClientSession:
+    def pool(self, policy: Policy) -> UpstreamPool | None:
+        """The connection pool of `policy`, if one is open (one per policy file and content)."""
+        held = self._pools.get(pool_key(policy))
+        return None if held is None else held.connections
+
+    def pool_count(self) -> int:
+        return len(self._pools)
+
+    def _pool(self, policy: Policy) -> _PolicyPool:
         key = pool_key(policy)
-        session = self._sessions.get(key)
-        if session is None or session.closed:
-            resolver = PolicyResolver(
-                policy,
-                static_hosts=self._static_hosts,
-                own_addresses=self._own,
-                lookup_timeout=policy.timeouts.connect,
+        held = self._pools.get(key)
+        if held is None:
+            own = self._own
+            connections = UpstreamPool(
+                static_hosts=lambda: self._static_hosts,
+                own_addresses=lambda: own,
+                max_idle_per_key=self._pool_limit,
+                tls=self._ssl,
+                lookup_apart=True,  # a silent name server: the name did not resolve
             )
-            connector = dial_connector(
-                SocketGuard(policy, self._own),
-                resolver=resolver,
-                ssl_context=self._ssl,
-                limit=self._pool_limit,
-                ttl_dns_cache=10,
-            )
-            use_strict_responses(connector)
-            session = aiohttp.ClientSession(
-                connector=connector,
-                trust_env=False,  # environment proxies never apply
-                cookie_jar=aiohttp.DummyCookieJar(),
-                auto_decompress=False,  # decoded here, under the size cap
-                # http1's reader saw every byte first; these only keep aiohttp from being
-                # stricter than it on a line it already accepted.
-                max_line_size=http1.MAX_LINE + 2,
-                max_field_size=http1.MAX_LINE + 2,
-                max_headers=http1.MAX_HEADERS,
-                timeout=aiohttp.ClientTimeout(total=None),
-                skip_auto_headers=("User-Agent", "Accept-Encoding"),
-            )
-            self._sessions[key] = session
-        return session
+            held = self._pools[key] = _PolicyPool(connections, asyncio.Semaphore(self._pool_limit))
+        return held
 
     def retire(self, policy: Policy) -> None:
-        """Close a policy's pool, idle and busy connections alike (a reload dropped the
-        policy; the caller waited for requests in flight). A later request under the same
-        policy would open a new pool."""
-        session = self._sessions.pop(pool_key(policy), None)
-        if session is not None:
-            task = asyncio.get_running_loop().create_task(session.close())
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+        """Close a policy's pool (a reload dropped the policy; the caller waited for requests
+        in flight): its idle connections now, any still busy when they finish. A later
+        request under the same policy opens a new pool."""
+        held = self._pools.pop(pool_key(policy), None)
+        if held is not None:
+            held.connections.close()
 
     async def close(self) -> None:
-        sessions, self._sessions = list(self._sessions.values()), {}
-        for session in sessions:
-            await session.close()
-        if self._closing:
-            await asyncio.gather(*self._closing, return_exceptions=True)
+        pools, self._pools = list(self._pools.values()), {}
+        for held in pools:
+            held.connections.close()
 
     async def fetch(
         self, policy: Policy, target: Target, options: FetchOptions | None = None
@@ -238,166 +224,274 @@ class Fetcher:
             if options.max_bytes is not None
             else (policy.limits.max_response_bytes)
         )
+        held = self._pool(policy)
         hops = 0
         while True:
-            async with self.open(policy, trace, options, method=method) as response:
-                status = response.status
-                plan = None
-                if options.follow_redirects:
-                    try:
-                        plan = plan_redirect(
-                            policy,
-                            trace.current,
-                            status,
-                            response.headers.getall("Location", []),
-                            hops_done=hops,
-                            method=method,
-                            tool=options.tool,
+            async with held.slots:
+                deadline = _ReadDeadline(options.read_timeout or policy.timeouts.read)
+                try:
+                    async with asyncio.timeout(None) as timer:
+                        deadline.timer = timer
+                        conn = await self._send(
+                            held.connections, policy, trace, options, method, deadline
                         )
-                    except AmbiguousRedirectError as exc:
-                        raise UpstreamError(str(exc)) from None
-                if plan is not None:
-                    trace.redirects.append(RedirectHop(plan.location, status, plan.decision))
-                    trace.decision = plan.decision
-                    if not plan.decision.allowed or plan.target is None:
-                        raise PolicyDeniedError(plan.decision)
-                    await _drain(response)
-                    trace.current = plan.target
-                    method = plan.method
-                    hops += 1
-                    continue
-                if options.check_content_type:
-                    type_decision = decide_content_type(
-                        policy, response.headers.get("Content-Type")
-                    )
-                    if type_decision.reason is not None:
-                        # A refusal, or one report mode let through: either way the record
-                        # names the reason and rule (enforced: false for the second).
-                        trace.decision = type_decision
-                    if not type_decision.allowed:
-                        raise PolicyDeniedError(type_decision)
-                body = await self._read_body(response, max_bytes, trace, method)
-                return FetchResult(
-                    target=trace.current,
-                    status=status,
-                    headers=response.headers,
-                    body=body,
-                    body_sha256=hashlib.sha256(body).hexdigest(),
-                    ip=trace.ip,
-                    trace=trace,
-                )
+                        try:
+                            result = await self._answer(
+                                conn, policy, trace, options, method, max_bytes, hops, deadline
+                            )
+                        finally:
+                            conn.release()
+                except TimeoutError:
+                    if not deadline.expired:
+                        raise
+                    raise UpstreamTimeoutError(
+                        "the upstream stopped sending (timeouts.read)"
+                    ) from None
+                finally:
+                    deadline.cancel()
+            if isinstance(result, FetchResult):
+                return result
+            trace.current, method = result
+            hops += 1
 
-    @contextlib.asynccontextmanager
-    async def open(
+    async def _send(
         self,
+        connections: UpstreamPool,
         policy: Policy,
         trace: FetchTrace,
         options: FetchOptions,
-        *,
-        method: str | None = None,
-    ) -> AsyncIterator[aiohttp.ClientResponse]:
-        """One request to `trace.current`, no redirects: the response after its head, released
-        on leaving the block; aiohttp failures while it is read become the gateway's errors."""
-        response = await self.send(policy, trace, options, method=method)
-        try:
-            yield response
-        except GatewayError:
-            raise
-        except Exception as exc:
-            raise translate_error(exc, before_head=False) from exc
-        finally:
-            response.release()
-
-    async def send(
-        self,
-        policy: Policy,
-        trace: FetchTrace,
-        options: FetchOptions,
-        *,
-        method: str | None = None,
-    ) -> aiohttp.ClientResponse:
-        """`open` without the context manager, for hot paths: the caller must `release()` the
-        response and translate failures while reading it (`translate_error`).
-
-        Address checks happen in the resolver (names) or here (IP literals); every aiohttp
-        failure up to the response head is translated into the gateway's errors.
-        """
+        method: str,
+        deadline: _ReadDeadline,
+    ) -> UpstreamConnection:
+        """One request to `trace.current` (no redirects), until its response head is read.
+        An IP literal is checked here, a name's addresses when they are looked up."""
         target = trace.current
         if target.ip is not None:
             decision = decide_answer(policy, target.port, [target.ip], own_addresses=self._own)
             if not decision.allowed:
                 trace.decision = decision
-                raise PolicyDeniedError(decision)
-        headers = self._base_headers
-        if options.headers:
-            headers = headers.copy()
-            headers.update(options.headers)
-        session = self._sessions.get(pool_key(policy))
-        if session is None or session.closed:
-            session = self._session(policy)
+                raise PolicyDeniedError(decision, refusal_text(decision))
+        data = self._request(method, target, options)
         try:
-            response = await session.request(
-                method or options.method,
-                target.url,
-                headers=headers,
-                data=options.body,
-                allow_redirects=False,
-                timeout=self._timeout(
-                    options.connect_timeout or policy.timeouts.connect,
-                    options.read_timeout or policy.timeouts.read,
-                ),
-                max_redirects=0,
+            conn = await connections.exchange(
+                policy,
+                target,
+                method,
+                data,
+                connect_timeout=options.connect_timeout,
+                touch=deadline.touch,
             )
-        except (AddressDeniedError, SocketRefusedError) as exc:
+        except AddressCheckFailed as exc:
             trace.decision = exc.decision
-            raise PolicyDeniedError(exc.decision) from None
-        except Exception as exc:
-            raise translate_error(exc, before_head=True) from exc
-        trace.status = response.status
-        trace.ip = _peer_ip(response) or (str(target.ip) if target.ip else None)
-        return response
+            raise
+        trace.status = conn.head.status if conn.head is not None else None
+        trace.ip = conn.ip  # the address dialled, for names and literals alike
+        return conn
 
-    def _timeout(self, connect: float, read: float) -> aiohttp.ClientTimeout:
-        timeout = self._timeouts.get((connect, read))
-        if timeout is None:
-            if len(self._timeouts) >= 64:  # a few policies' values; never grows without bound
-                self._timeouts.clear()
-            sock_read = None if read == math.inf else read
-            # Per socket operation: the TCP connect here, the DNS lookup in the resolver (so a
-            # name server that never answers is a lookup that failed, upstream_unreachable);
-            # waiting for a pooled connection is bounded by the total deadline.
-            timeout = aiohttp.ClientTimeout(
-                total=None, sock_connect=connect, sock_read=sock_read
-            )
-            self._timeouts[(connect, read)] = timeout
-        return timeout
+    def _request(self, method: str, target: Target, options: FetchOptions) -> bytes:
+        """The request's bytes: origin-form target, Host, the gateway's fields, the
+        operator's (provider keys; they may replace ours), Content-Length with a body."""
+        host = f"[{target.host}]" if ":" in target.host else target.host
+        if target.port != (443 if target.scheme == "https" else 80):
+            host = f"{host}:{target.port}"
+        path = target.url.raw_path_qs or "/"
+        fields = self._base_head
+        if options.headers:
+            given: dict[str, tuple[str, str]] = {}
+            for name, value in options.headers.items():
+                if not _NAME.match(name) or not _VALUE.match(value):
+                    raise InvalidRequestError("a request header name or value is malformed")
+                given[name.lower()] = (name, value)
+            named = given.pop("host", None)
+            host = host if named is None else named[1]
+            ours = [(name, value) for name, value in self._base_fields if name.lower() not in given]
+            fields = "".join(f"{name}: {value}\r\n" for name, value in (*ours, *given.values()))
+        body = options.body
+        length = "" if body is None else f"Content-Length: {len(body)}\r\n"
+        head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n{fields}{length}\r\n"
+        data = head.encode("utf-8")
+        return data + body if body else data
 
-    async def _read_body(
-        self, response: aiohttp.ClientResponse, max_bytes: int, trace: FetchTrace, method: str
-    ) -> bytes:
-        if method == "HEAD":
-            return b""
-        coding = parse_content_encoding(response.headers.getall("Content-Encoding", []))
-        declared = response.content_length
-        if coding is None and declared is not None and declared > max_bytes:
-            raise ResponseTooLargeError(
-                f"the response declares {declared} bytes, over max_response_bytes ({max_bytes})"
-            )
-        decoder = BoundedDecoder(coding, max_bytes)
-        raw_limit = max_bytes + 1024 * 1024  # compressed input is normally far smaller
-        raw = 0
-        parts: list[bytes] = []
-        async for chunk in response.content.iter_any():
-            raw += len(chunk)
-            if raw > raw_limit:
-                raise ResponseTooLargeError(
-                    f"the response body exceeded max_response_bytes ({max_bytes} bytes)"
+    async def _answer(
+        self,
+        conn: UpstreamConnection,
+        policy: Policy,
+        trace: FetchTrace,
+        options: FetchOptions,
+        method: str,
+        max_bytes: int,
+        hops: int,
+        deadline: _ReadDeadline,
+    ) -> FetchResult | tuple[Target, str]:
+        """The response on `conn`: the result, or where a redirect goes next."""
+        head = conn.head
+        assert head is not None
+        headers = response_headers(head)
+        status = head.status
+        if options.follow_redirects:
+            try:
+                plan = plan_redirect(
+                    policy,
+                    trace.current,
+                    status,
+                    headers.getall("Location", []),
+                    hops_done=hops,
+                    method=method,
+                    tool=options.tool,
                 )
-            parts.extend(decoder.feed(chunk))
-            trace.body_bytes = decoder.decoded
-        parts.extend(decoder.finish())
-        trace.body_bytes = decoder.decoded
-        return b"".join(parts)
+            except AmbiguousRedirectError as exc:
+                raise UpstreamError(str(exc)) from None
+            if plan is not None:
+                trace.redirects.append(RedirectHop(plan.location, status, plan.decision))
+                trace.decision = plan.decision
+                if not plan.decision.allowed or plan.target is None:
+                    raise PolicyDeniedError(plan.decision, refusal_text(plan.decision))
+                await _drain(conn, deadline)
+                return plan.target, plan.method
+        if options.check_content_type:
+            type_decision = decide_content_type(policy, headers.get("Content-Type"))
+            if type_decision.reason is not None:
+                # A refusal, or one report mode let through: either way the record names
+                # the reason and rule (enforced: false for the second).
+                trace.decision = type_decision
+            if not type_decision.allowed:
+                raise PolicyDeniedError(type_decision, refusal_text(type_decision))
+        body = await _read_body(conn, headers, max_bytes, trace, deadline)
+        return FetchResult(
+            target=trace.current,
+            status=status,
+            headers=headers,
+            body=body,
+            body_sha256=hashlib.sha256(body).hexdigest(),
+            ip=trace.ip,
+            trace=trace,
+        )
+
+
+@dataclass(slots=True)
+class _PolicyPool:
+    connections: UpstreamPool
+    slots: asyncio.Semaphore  # connections in use at once under this policy
+
+
+class _ReadDeadline:
+    """`timeouts.read` between two reads of one exchange, from the request sent: every read
+    moves it on (a timestamp, not a new timer); the one timer looks again when it fires."""
+
+    __slots__ = ("read", "last", "handle", "timer", "expired", "loop")
+
+    def __init__(self, read: float) -> None:
+        self.read = read
+        self.loop = asyncio.get_running_loop()
+        self.last = 0.0
+        self.handle: asyncio.TimerHandle | None = None
+        self.timer: asyncio.Timeout | None = None
+        self.expired = False
+
+    def touch(self) -> None:
+        self.last = self.loop.time()
+        if self.handle is None and self.read != float("inf"):
+            self.handle = self.loop.call_at(self.last + self.read, self._check)
+
+    def _check(self) -> None:
+        due = self.last + self.read
+        if self.loop.time() < due:
+            self.handle = self.loop.call_at(due, self._check)
+            return
+        self.handle = None
+        self.expired = True
+        if self.timer is not None:
+            self.timer.reschedule(self.loop.time())  # the exchange's block ends in TimeoutError
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+
+class _Collected:
+    """A body pipe's sink: raw bytes counted against the raw cap, decoded under the cap."""
+
+    __slots__ = ("decoder", "parts", "raw", "raw_limit", "max_bytes", "trace")
+
+    write_paused = False
+
+    def __init__(self, decoder: BoundedDecoder, max_bytes: int, trace: FetchTrace) -> None:
+        self.decoder = decoder
+        self.parts: list[bytes] = []
+        self.raw = 0
+        self.max_bytes = max_bytes
+        self.raw_limit = max_bytes + 1024 * 1024  # compressed input is normally far smaller
+        self.trace = trace
+
+    def write(self, data: bytes) -> None:
+        self.raw += len(data)
+        if self.raw > self.raw_limit:
+            raise ResponseTooLargeError(
+                f"the response body exceeded max_response_bytes ({self.max_bytes} bytes)"
+            )
+        self.parts.extend(self.decoder.feed(data))
+        self.trace.body_bytes = self.decoder.decoded
+
+    async def drain(self) -> None:
+        return None
+
+
+class _Discarded:
+    """A small redirect body, read so that its connection can be used again."""
+
+    write_paused = False
+
+    def write(self, data: bytes) -> None:
+        return None
+
+    async def drain(self) -> None:
+        return None
+
+
+def response_headers(head: ResponseHead) -> CIMultiDictProxy[str]:
+    """The head's fields as text: names as ASCII, values as UTF-8 (undecodable bytes kept
+    as surrogate escapes), the way aiohttp's client gave them."""
+    return CIMultiDictProxy(
+        CIMultiDict(
+            (name.decode("latin-1"), value.decode("utf-8", "surrogateescape"))
+            for name, value in head.headers
+        )
+    )
+
+
+async def _read_body(
+    conn: UpstreamConnection,
+    headers: CIMultiDictProxy[str],
+    max_bytes: int,
+    trace: FetchTrace,
+    deadline: _ReadDeadline,
+) -> bytes:
+    head = conn.head
+    assert head is not None
+    coding = parse_content_encoding(headers.getall("Content-Encoding", []))
+    declared = head.content_length if head.framing == LENGTH else None
+    if coding is None and declared is not None and declared > max_bytes:
+        raise ResponseTooLargeError(
+            f"the response declares {declared} bytes, over max_response_bytes ({max_bytes})"
+        )
+    sink = _Collected(BoundedDecoder(coding, max_bytes), max_bytes, trace)
+    await conn.pipe(sink, b"", deadline.touch, rechunk=False)
+    sink.parts.extend(sink.decoder.finish())
+    trace.body_bytes = sink.decoder.decoded
+    return b"".join(sink.parts)
+
+
+async def _drain(conn: UpstreamConnection, deadline: _ReadDeadline) -> None:
+    """Read a small redirect body so the connection can be reused; a large one, or one
+    that fails, closes it (the connection's release does)."""
+    head = conn.head
+    small = head is not None and (head.content_length or 0) <= REDIRECT_BODY_DRAIN
+    if head is not None and head.framing == LENGTH and small:
+        try:
+            await conn.pipe(_Discarded(), b"", deadline.touch, rechunk=False)
+        except GatewayError:
+            return
 
 
 def name_the_hop(error: GatewayError, trace: FetchTrace) -> GatewayError:
@@ -416,54 +510,3 @@ def name_the_hop(error: GatewayError, trace: FetchTrace) -> GatewayError:
     return error
 
 
-async def _drain(response: aiohttp.ClientResponse) -> None:
-    """Read a small redirect body so the connection can be reused; close a large one."""
-    length = response.content_length
-    if length is not None and length <= REDIRECT_BODY_DRAIN:
-        with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-            await response.content.readexactly(length) if length else None
-            return
-    response.close()
-
-
-def _peer_ip(response: aiohttp.ClientResponse) -> str | None:
-    # A small body may already have released the connection, or the upstream closed it:
-    # the protocol stays on the response, with the address it was dialled to.
-    protocol = response.connection.protocol if response.connection else response._protocol
-    return protocol.dialled_ip if isinstance(protocol, StrictResponseHandler) else None
-
-
-def translate_error(exc: BaseException, *, before_head: bool) -> GatewayError:
-    """aiohttp and OS failures -> the gateway's errors; the most specific match first."""
-    if isinstance(exc, GatewayError):
-        return exc
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return UpstreamTimeoutError("the upstream did not accept the connection in time")
-    if isinstance(exc, aiohttp.SocketTimeoutError | asyncio.TimeoutError | TimeoutError):
-        return UpstreamTimeoutError("the upstream stopped sending (timeouts.read)")
-    if isinstance(exc, aiohttp.ClientConnectorDNSError):
-        return UpstreamUnreachableError("the host name did not resolve")
-    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
-        return UpstreamUnreachableError(
-            f"the upstream's TLS certificate failed: {exc.certificate_error}"
-        )
-    if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError):
-        return UpstreamUnreachableError("the TLS handshake with the upstream failed")
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return UpstreamUnreachableError(
-            "the upstream refused or dropped the connection"
-            f" ({exc.os_error.strerror or exc.os_error})"
-        )
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        return UpstreamError("the upstream's body was broken (short, bad chunking or reset)")
-    if isinstance(exc, aiohttp.ClientResponseError):
-        return UpstreamError(f"the upstream's response was malformed: {exc.message[:200]}")
-    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError | ConnectionError):
-        if before_head:
-            return UpstreamUnreachableError("the upstream closed the connection before answering")
-        return UpstreamError("the upstream closed the connection mid-body")
-    if isinstance(exc, aiohttp.InvalidURL):
-        return UpstreamError("the upstream URL could not be used")
-    if isinstance(exc, aiohttp.ClientError):
-        return UpstreamError(f"the upstream request failed: {type(exc).__name__}")
-    raise exc

@@ -4,9 +4,9 @@ Safety must not rest on every parser agreeing on what a host is. Whatever the UR
 the policy and the resolver concluded, the address about to be dialled is classified once
 more, at the socket, by the same address rules (metadata, the gateway's own listeners,
 `networks.deny`, `networks.allow`, `block_private`), and a refused address never sees a
-packet. aiohttp reaches it through `TCPConnector(socket_factory=…)`, which it calls for
-every address it dials, names and IP literals alike (it never asks the resolver about a
-literal); the forward proxy's tunnels and upstream connections call `dial`.
+packet. Every outbound connection calls `dial` (the upstream client of `fetch.upstream`, for
+the Fetcher and the proxy alike, and the proxy's CONNECT tunnels), names and IP literals
+alike; TLS, when asked for, is set up on the socket `dial` checked.
 
 The only outbound sockets outside this module are the operator's own: the Redis client of
 `state.redis` and the system resolver's DNS queries. `tests/test_layers.py` fails if any
@@ -22,9 +22,6 @@ import ssl
 from collections.abc import Callable, Collection
 from typing import Any
 
-import aiohttp
-from aiohttp.abc import AbstractResolver
-
 from gateway.policy.addresses import IPAddress
 from gateway.policy.engine import Decision, Reason, decide_answer
 from gateway.policy.model import IPNetwork, Policy
@@ -36,9 +33,8 @@ AddrInfo = tuple[int, int, int, str, tuple[Any, ...]]
 class SocketRefusedError(Exception):
     """The address about to be dialled is refused by the address rules.
 
-    Deliberately not an OSError: aiohttp and aiohappyeyeballs pass it through unchanged (with
-    sequential attempts, see `connector`) instead of folding it into a connection failure,
-    so the refusal keeps its reason and rule."""
+    Deliberately not an OSError: the tunnel opener tries the next address on an OSError,
+    and a refusal must end the attempt with its reason and rule instead."""
 
     def __init__(self, decision: Decision, ip: IPAddress) -> None:
         super().__init__(decision.describe())
@@ -73,8 +69,7 @@ class SocketGuard:
         return ip
 
     def open_socket(self, addr_info: AddrInfo) -> socket.socket:
-        """A new, unconnected socket for `addr_info`, once its address passed `check`.
-        Also aiohttp's `socket_factory`."""
+        """A new, unconnected socket for `addr_info`, once its address passed `check`."""
         family, type_, proto, _, sockaddr = addr_info
         self.check(str(sockaddr[0]), int(sockaddr[1]))
         return socket.socket(family=family, type=type_, proto=proto)
@@ -85,9 +80,14 @@ async def dial(
     ip: IPAddress,
     port: int,
     protocol_factory: Callable[[], asyncio.Protocol],
+    *,
+    tls: ssl.SSLContext | None = None,
+    server_name: str | None = None,
 ) -> tuple[asyncio.Transport, asyncio.Protocol]:
-    """Connect a plain TCP stream to `ip`:`port` through the guard (SocketRefusedError, or
-    the OSError of a failed connect); the caller bounds the time."""
+    """Connect a TCP stream to `ip`:`port` through the guard (SocketRefusedError, or the
+    OSError of a failed connect); the caller bounds the time. With `tls`, the TLS handshake
+    follows on the same socket: SNI and the certificate check are for `server_name` (the
+    name asked for), whatever address was dialled (ssl.SSLError when it fails)."""
     family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
     sockaddr: tuple[Any, ...] = (str(ip), port, 0, 0) if ip.version == 6 else (str(ip), port)
     sock = guard.open_socket((family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", sockaddr))
@@ -95,41 +95,23 @@ async def dial(
     try:
         sock.setblocking(False)
         await loop.sock_connect(sock, sockaddr)
-        transport, protocol = await loop.create_connection(protocol_factory, sock=sock)
+        transport, protocol = await loop.create_connection(
+            protocol_factory,
+            sock=sock,
+            ssl=tls,
+            server_hostname=server_name if tls is not None else None,
+        )
     except BaseException:
         sock.close()
         raise
     return transport, protocol
 
 
-def connector(
-    guard: SocketGuard,
-    *,
-    resolver: AbstractResolver,
-    ssl_context: ssl.SSLContext,
-    limit: int,
-    ttl_dns_cache: int,
-) -> aiohttp.TCPConnector:
-    """aiohttp's connector for one policy: every socket from `guard.open_socket`.
-
-    Attempts are sequential (`happy_eyeballs_delay=None`): aiohappyeyeballs' staggered race
-    would swallow a refusal that is not an OSError, and the resolver has already refused any
-    answer with a blocked address, so a race buys nothing the guard may lose."""
-    return aiohttp.TCPConnector(
-        resolver=resolver,
-        ssl=ssl_context,
-        limit=limit,
-        ttl_dns_cache=ttl_dns_cache,
-        socket_factory=guard.open_socket,
-        happy_eyeballs_delay=None,
-    )
-
-
 _UNSPECIFIED = ipaddress.ip_address("0.0.0.0")
 
 
 def _unreadable(policy: Policy) -> Decision:
-    # Never expected (aiohttp and `dial` pass numeric sockaddrs), so never allowed.
+    # Never expected (`dial` passes numeric sockaddrs), so never allowed.
     return Decision(
         False,
         Reason.NETWORK_DENIED,

@@ -1,15 +1,17 @@
-"""The one resolver: every answer is checked against a policy before aiohttp may connect.
+"""The one resolver: every answer is checked against a policy before a connection is made.
 
 Names are answered from the configuration's `resolver.hosts`, then (with
 `resolver.system_hosts`) from /etc/hosts, then by the system resolver, asked for the absolute
 name. `localhost` is no exception: it resolves the same way (usually from /etc/hosts), and its
 addresses are decided by the policy like any other answer.
 
-aiohttp connects to exactly the addresses `resolve` returns (keeping the host name for SNI
-and certificate checks), so checking them here pins the connection to checked addresses:
-there is no second lookup that a rebinding DNS server could answer differently. One
-`PolicyResolver` belongs to one connector, which belongs to one policy, so an answer
-approved under one policy is never reused for another.
+The tunnel opener (`fetch.tunnel`, for the one upstream client and CONNECT tunnels) dials
+exactly the addresses `lookup` returned, once each is decided (keeping the host name for
+SNI and certificate checks), so the connection is pinned to checked addresses: there is no
+second lookup that a rebinding DNS server could answer differently. A `PolicyResolver`
+belongs to one policy, so an answer approved under one policy is never reused for another.
+`resolve` answers in the shape of aiohttp's public resolver interface (`aiohttp.abc`), with
+the answer decided the same way.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from gateway.policy.urls import parse_host
 
 
 class AddressDeniedError(Exception):
-    """A resolved address was refused. Deliberately not an OSError, so aiohttp passes it
-    through unchanged instead of wrapping it as a connection failure."""
+    """A resolved address was refused (by `resolve`). Deliberately not an OSError, so no
+    caller takes it for a connection failure."""
 
     def __init__(self, decision: Decision, addresses: Sequence[IPAddress]) -> None:
         super().__init__(decision.describe())
@@ -41,7 +43,7 @@ class AddressDeniedError(Exception):
 
 
 class LookupFailedError(OSError):
-    """The name did not resolve; aiohttp wraps it as a DNS error (upstream_unreachable)."""
+    """The name did not resolve (upstream_unreachable, as the tunnel opener says)."""
 
 
 StaticHosts = Mapping[str, Sequence[IPAddress]]

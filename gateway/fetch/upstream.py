@@ -1,15 +1,17 @@
-"""The forward proxy's upstream client for plain-HTTP requests: keep-alive HTTP/1.1 connections
-opened through the tunnel checks (`fetch.tunnel.open_tunnel`), responses read with the strict
-reader and limits both response paths share (`wire.http1`), and a body pipe that writes
-straight into the client's transport with flow control.
+"""The one upstream client: keep-alive HTTP/1.1 connections opened through the tunnel checks
+(`fetch.tunnel.open_tunnel`: checked addresses only, dialled by `fetch.dial`, TLS verified
+against the name asked for), responses read once, by the strict reader and limits of
+`wire.http1`, and a body pipe that writes straight into a sink with flow control: the proxy
+client's transport, or the `Fetcher`'s bounded decoder (WebFetch, Research, providers).
 
-Used only by the proxy's absolute-form path; model tools keep the `Fetcher`. It never decides
-policy (that happened before) and never reframes a body beyond re-chunking what it validated.
+It never decides policy (that happened before) and never reframes a body beyond re-chunking
+what it validated.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Callable, Collection, Iterable
 from typing import Protocol
@@ -44,7 +46,7 @@ def request_head(
     """The request head for the upstream: origin-form target, Host, the given headers (values
     already checked by the proxy's strict reader), Content-Length when there is a body."""
     host = f"[{target.host}]" if ":" in target.host else target.host
-    if target.port != 80:
+    if target.port != (443 if target.scheme == "https" else 80):
         host = f"{host}:{target.port}"
     path = target.url.raw_path_qs or "/"
     lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
@@ -176,6 +178,8 @@ class UpstreamConnection(asyncio.Protocol):
         assert self.loop is not None
         self.waiter = self.loop.create_future()
         self.transport.write(data)
+        if self.touch is not None:
+            self.touch()  # sent: a read deadline runs from here
         return self.waiter
 
     def _read_head(self, data: bytes) -> None:
@@ -347,6 +351,7 @@ class UpstreamConnection(asyncio.Protocol):
 
     def release(self) -> None:
         """Back to the pool when the exchange ended cleanly and both sides allow it."""
+        self.touch = None
         pool = self.pool
         if self.state == _DONE and self.reusable and self.transport is not None and pool:
             pool.keep(self)
@@ -365,47 +370,71 @@ class UpstreamPool:
         own_addresses: Callable[[], Collection[tuple[IPNetwork, int]]],
         max_idle_per_key: int = 256,
         idle_expiry: float = 15.0,
+        tls: ssl.SSLContext | None = None,
+        lookup_apart: bool = False,
     ) -> None:
         self._static_hosts = static_hosts
         self._own = own_addresses
+        self._tls = tls  # for https targets (the proxy sends none: it never speaks TLS for one)
+        self._lookup_apart = lookup_apart  # see fetch.tunnel.open_tunnel
         self.max_idle_per_key = max_idle_per_key
         self.idle_expiry = idle_expiry
         self._idle: dict[tuple[object, ...], list[UpstreamConnection]] = {}
         self._closed = False
 
     async def exchange(
-        self, policy: Policy, target: Target, method: str, data: bytes
+        self,
+        policy: Policy,
+        target: Target,
+        method: str,
+        data: bytes,
+        *,
+        connect_timeout: float | None = None,
+        touch: Callable[[], None] | None = None,
     ) -> UpstreamConnection:
         """Send `data` (a whole request) and return the connection once the final response
-        head is read (`.head`, `.ip`); the caller then `pipe`s the body and `release`s it.
+        head is read (`.head`, `.ip`: the address dialled); the caller then `pipe`s the body
+        and `release`s it. `touch` is called when the request is sent and at every read.
         Raises PolicyDeniedError, UpstreamUnreachableError, UpstreamTimeoutError or
         UpstreamError (BadResponseError for a response refused)."""
-        key = (policy.name, policy.sha256, policy.source, target.host, target.port)
+        key = (policy.name, policy.sha256, policy.source, target.scheme, target.host, target.port)
         for _ in range(3):
             conn = self._checkout(key)
             if conn is None:
                 break
             try:
-                await self._send(conn, method, data)
+                await self._send(conn, method, data, touch)
             except (UpstreamError, UpstreamUnreachableError):
                 if conn.received:
                     raise
                 continue  # a kept connection the upstream had closed: try another
             return conn
+        if target.scheme == "https" and self._tls is None:
+            raise UpstreamUnreachableError("this upstream client speaks no TLS")
         opened = await open_tunnel(
             policy,
             target,
             UpstreamConnection,
             static_hosts=self._static_hosts(),
             own_addresses=self._own(),
+            connect_timeout=connect_timeout,
+            tls=self._tls if target.scheme == "https" else None,
+            lookup_apart=self._lookup_apart,
         )
         fresh = opened.protocol
         assert isinstance(fresh, UpstreamConnection)
         fresh.pool, fresh.key, fresh.ip = self, key, str(opened.ip)
-        await self._send(fresh, method, data)
+        await self._send(fresh, method, data, touch)
         return fresh
 
-    async def _send(self, conn: UpstreamConnection, method: str, data: bytes) -> None:
+    async def _send(
+        self,
+        conn: UpstreamConnection,
+        method: str,
+        data: bytes,
+        touch: Callable[[], None] | None = None,
+    ) -> None:
+        conn.touch = touch
         try:
             await conn.begin(method, data)
         except BaseException:
@@ -455,6 +484,10 @@ class UpstreamPool:
 
     def idle_count(self) -> int:
         return sum(map(len, self._idle.values()))
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         self._closed = True

@@ -24,16 +24,17 @@ Detectors:
 
 A finding never holds the secret: it names the detector, where it was (`location`: a host
 label index, a path segment index, a query parameter or header name, `body`, a search
-query) and an HMAC fingerprint of the match under a key the gateway configuration can set
-(`set_fingerprint_key`; a random key per process start otherwise), so records of one
-secret can be correlated without revealing it. What the audit log shows of a request once
-DLP has looked is `dlprecords.py`'s.
+query) and an HMAC fingerprint of the match under the settings' `fingerprint_key` (the
+composition root gives every policy the gateway configuration's key, or one random key per
+process start), so records of one secret can be correlated without revealing it. What the
+audit log shows of a request once DLP has looked is `dlprecords.py`'s.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import hashlib
 import hmac
 import math
@@ -300,20 +301,17 @@ class Finding:
 
 # --- fingerprints ----------------------------------------------------------------------------
 
-_fingerprint_key = os.urandom(32)
 
 
-def set_fingerprint_key(key: bytes | None) -> None:
-    """The HMAC key of fingerprints (the gateway configuration's `dlp_fingerprint_key_file`);
-    None draws a random one, so fingerprints then correlate within one process run only."""
-    global _fingerprint_key
-    _fingerprint_key = key if key else os.urandom(32)
-
-
-def fingerprint(detector: str, match: str) -> str:
+def fingerprint(detector: str, match: str, key: bytes) -> str:
     """96 bits of HMAC-SHA256(key, detector NUL match): equal secrets give equal prints."""
-    digest = hmac.new(_fingerprint_key, f"{detector}\0{match}".encode(), hashlib.sha256)
+    digest = hmac.new(key, f"{detector}\0{match}".encode(), hashlib.sha256)
     return digest.hexdigest()[:24]
+
+
+def random_fingerprint_key() -> bytes:
+    """A key for settings no configuration keyed: their prints correlate within them only."""
+    return os.urandom(32)
 
 
 # --- the compiled settings ---------------------------------------------------------------------
@@ -357,6 +355,10 @@ class DlpSettings:
     patterns: tuple[CustomPattern, ...] = ()
     untrusted_hosts: DlpMode = DlpMode.OFF
     body_prefix_bytes: int = DEFAULT_BODY_PREFIX
+    # The HMAC key of fingerprints: not policy text, so never compared, printed or hashed.
+    fingerprint_key: bytes = field(
+        default_factory=random_fingerprint_key, repr=False, compare=False
+    )
     _formats: Any = field(init=False, repr=False, compare=False)
     _checks: dict[str, Callable[[str], bool]] = field(init=False, repr=False, compare=False)
     _custom: Any = field(init=False, repr=False, compare=False)
@@ -402,6 +404,19 @@ class DlpSettings:
         # Precomputed for `scan_url`'s fast path, which most URLs take.
         setter(self, "_entropy_beyond_hosts", self.entropy_in("path") or self.entropy_in("query"))
         setter(self, "_host_entropy_length", length if self.entropy_in("host_labels") else 0)
+
+    def _finding(self, hit: Hit, location: str) -> Finding:
+        return Finding(hit.detector, location, self.fingerprint(hit.detector, hit.match))
+
+    def keyed(self, key: bytes) -> DlpSettings:
+        """These settings fingerprinting under `key` (the gateway configuration's); the
+        compiled detectors are shared, not built again."""
+        settings = copy.copy(self)
+        object.__setattr__(settings, "fingerprint_key", key)
+        return settings
+
+    def fingerprint(self, detector: str, match: str) -> str:
+        return fingerprint(detector, match, self.fingerprint_key)
 
     @property
     def _min_length(self) -> int:
@@ -648,7 +663,7 @@ class DlpSettings:
             # An ASCII name is dialled as written, in lower case: only case is left to look at.
             host = split_url(url)[0] if dialled_host is None else dialled_host
             hit = self._scan_host_caseless(host)
-            return None if hit is None else _finding(*hit)
+            return None if hit is None else self._finding(*hit)
         folded = fold(url)  # first, as `_scan_form` does
         found = self._scan_url_form(folded) if folded != url else None
         found = found or self._scan_url_form(url)
@@ -660,10 +675,10 @@ class DlpSettings:
             if dialled_host != (written[:-1] if written.endswith(".") else written):
                 hit = self._scan_host_form(dialled_host)  # an A-label, say
                 if hit is not None:
-                    return _finding(*hit)
+                    return self._finding(*hit)
             host = dialled_host
         hit = self._scan_host_caseless(host)
-        return None if hit is None else _finding(*hit)
+        return None if hit is None else self._finding(*hit)
 
     def _scan_url_form(self, url: str) -> Finding | None:
         # The coarse look, then the precise one over the whole URL (every anchor and its
@@ -681,7 +696,7 @@ class DlpSettings:
             if (end if end != -1 else len(url)) - start < shortest:
                 return None  # the whole authority is shorter than one long label
             found = self._scan_host_form(split_url(url)[0])
-            return None if found is None else _finding(*found)
+            return None if found is None else self._finding(*found)
         return self.scan_url_parts(*split_url(url))
 
     def scan_url_parts(self, host: str, raw_path: str, raw_query: str) -> Finding | None:
@@ -691,7 +706,7 @@ class DlpSettings:
             or self.scan_path(raw_path)
             or (self.scan_query(raw_query) if raw_query else None)
         )
-        return None if found is None else _finding(*found)
+        return None if found is None else self._finding(*found)
 
     def scan_queries(self, queries: Sequence[str]) -> Finding | None:
         """Search queries: each as one piece of text (`query` entropy applies to them)."""
@@ -700,20 +715,20 @@ class DlpSettings:
             hit = self.scan_text(query, entropy=entropy)
             if hit is not None:
                 where = "search_query" if len(queries) == 1 else f"search_query[{index}]"
-                return _finding(hit, where)
+                return self._finding(hit, where)
         return None
 
     def scan_headers(self, headers: Iterable[tuple[str, str]]) -> Finding | None:
         for index, (name, value) in enumerate(headers):
             hit = self.scan_text(value) or self.scan_text(name)
             if hit is not None:
-                return _finding(hit, _named("header", name, index, self).lower())
+                return self._finding(hit, _named("header", name, index, self).lower())
         return None
 
     def scan_body(self, prefix: bytes) -> Finding | None:
         text = prefix.decode("utf-8", "replace")
         hit = self.scan_text(text) if text else None
-        return None if hit is None else _finding(hit, "body")
+        return None if hit is None else self._finding(hit, "body")
 
     def secret_shaped(self, host: str, raw_path: str, raw_query: str) -> Finding | None:
         """For the untrusted-host check: a known format anywhere, or high entropy in any
@@ -724,12 +739,12 @@ class DlpSettings:
         for index, segment in enumerate(raw_path.split("/")[1:]):
             hit = self._high_entropy(unquote(segment, errors="replace"))
             if hit is not None:
-                return _finding(hit, f"path[{index}]")
+                return self._finding(hit, f"path[{index}]")
         for index, pair in enumerate(re.split("[&;]", raw_query)):
             name, _, value = pair.partition("=")
             hit = self._high_entropy(unquote(value, errors="replace")) if value else None
             if hit is not None:
-                return _finding(hit, _named("query", name, index, self))
+                return self._finding(hit, _named("query", name, index, self))
         return None
 
 
@@ -756,8 +771,6 @@ def split_url(url: str) -> tuple[str, str, str]:
     return host, path, query
 
 
-def _finding(hit: Hit, location: str) -> Finding:
-    return Finding(hit.detector, location, fingerprint(hit.detector, hit.match))
 
 
 def _named(kind: str, name: str, index: int, settings: DlpSettings) -> str:

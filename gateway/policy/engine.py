@@ -211,20 +211,22 @@ def decide_url(
     tool: str | None = "WebFetch",
     method: str | None = None,
     outbound: bool = True,
+    needs: Sequence[str] = (),
 ) -> tuple[Decision, Target | None]:
-    """Steps 1-3: everything that can be decided without DNS. `tool=None` for the proxy.
-    `outbound=False` for a URL the web chose (a redirect target, a search result), which
-    DLP does not look at: the agent did not write it."""
+    """Steps 1-3: everything that can be decided without DNS. `tool=None` for the proxy;
+    `needs` as for `decide_tool`. `outbound=False` for a URL the web chose (a redirect
+    target, a search result), which DLP does not look at: the agent did not write it."""
     try:
         target = parse_url(url)
     except UnsupportedSchemeError as exc:
-        if tool is not None and not policy.tool(tool).enabled:
-            return _tool_disabled(policy, tool), None
+        if tool is not None and not _enabled(policy, tool, needs):
+            return _tool_disabled(policy, tool, needs), None
         return _deny(policy, Reason.SCHEME_NOT_ALLOWED, "schemes", detail=str(exc)), None
     except InvalidURLError as exc:
         return _deny(policy, Reason.INVALID_URL, "url", detail=str(exc)), None
     sent = url if outbound else None
-    return decide_target(policy, target, tool=tool, method=method, sent=sent), target
+    decision = decide_target(policy, target, tool=tool, method=method, sent=sent, needs=needs)
+    return decision, target
 
 
 def decide_target(
@@ -235,13 +237,14 @@ def decide_target(
     method: str | None = None,
     sent: str | None = None,
     connect_ports: Collection[int] | None = None,
+    needs: Sequence[str] = (),
 ) -> Decision:
     """Steps 2-3 for an already parsed target (redirect hops, CONNECT); `sent` is the URL as
     the agent wrote it (for a CONNECT, `https://host:port`), which step 2b looks at.
     `connect_ports` (a CONNECT only) are the gateway configuration's `proxy.connect_ports`,
     checked before the policy's own rules, refused and relaxed in report mode as they are."""
-    if tool is not None and not policy.tool(tool).enabled:
-        return _tool_disabled(policy, tool)
+    if tool is not None and not _enabled(policy, tool, needs):
+        return _tool_disabled(policy, tool, needs)
     if connect_ports is not None and target.port not in connect_ports:
         ports = ", ".join(map(str, connect_ports)) or "none"
         return _deny(
@@ -324,9 +327,12 @@ def decide_untrusted_host(
     return with_finding(policy, decision, finding, mode=mode)
 
 
-def decide_query(policy: Policy, tool: str, queries: Sequence[str]) -> Decision:
-    """A search call: the tool is enabled (step 2), then DLP on its queries (step 2b)."""
-    decision = decide_tool(policy, tool)
+def decide_query(
+    policy: Policy, tool: str, queries: Sequence[str], *, needs: Sequence[str] = ()
+) -> Decision:
+    """A search call: the tool is enabled (step 2, `needs` as for `decide_tool`), then DLP
+    on its queries (step 2b)."""
+    decision = decide_tool(policy, tool, needs=needs)
     if not decision.allowed or policy.dlp.mode is DlpMode.OFF:
         return decision
     finding = policy.dlp.scan_queries(queries)
@@ -456,18 +462,22 @@ def decide_tunnel_start(
     return _allow(policy, REQUIRE_TLS_RULE)
 
 
-def decide_tool(policy: Policy, tool: str) -> Decision:
-    """Tool enablement alone (search and XSearch calls carry no URL to decide)."""
-    if not policy.tool(tool).enabled:
-        return _tool_disabled(policy, tool)
+def decide_tool(policy: Policy, tool: str, *, needs: Sequence[str] = ()) -> Decision:
+    """Tool enablement alone (search and XSearch calls carry no URL to decide). `needs`: the
+    tools whose settings enable a tool made of them, in the order the refusal names the
+    first one off (the caller knows its tool; by default, the tool's own setting)."""
+    if not _enabled(policy, tool, needs):
+        return _tool_disabled(policy, tool, needs)
     return _allow(policy, f"tools.{tool}.enabled")
 
 
-def _tool_disabled(policy: Policy, tool: str) -> Decision:
-    rule = "tools.WebSearch.enabled" if tool == "Research" else f"tools.{tool}.enabled"
-    if tool == "Research" and policy.tool("WebSearch").enabled:
-        rule = "tools.WebFetch.enabled"
-    return _deny(policy, Reason.TOOL_DISABLED, rule, detail=tool)
+def _enabled(policy: Policy, tool: str, needs: Sequence[str]) -> bool:
+    return policy.tool(tool).enabled and (not needs or all(policy.tool(n).enabled for n in needs))
+
+
+def _tool_disabled(policy: Policy, tool: str, needs: Sequence[str] = ()) -> Decision:
+    off = next((name for name in needs if not policy.tool(name).enabled), tool)
+    return _deny(policy, Reason.TOOL_DISABLED, f"tools.{off}.enabled", detail=tool)
 
 
 def _in_network(ip: IPAddress, network: Any, *, every_form: bool = False) -> bool:

@@ -4,11 +4,12 @@ passages cut and ranked (passages.py).
 
 Egress only through an injected `ProviderTransport` (the gateway's pinned client); policy
 filtering of result URLs, envelopes and markers belong to the tools above this package.
+`assembly.build_engine` (the engine from the gateway configuration) is not loaded here, so
+the tools that use this package never load the configuration.
 """
 
 from __future__ import annotations
 
-from gateway.search.assembly import build_engine, chain_entries
 from gateway.search.cache import CacheStats, InMemorySearchCache, SearchCache
 from gateway.search.canonical import SearchResult, canonical_url, result_id
 from gateway.search.chain import ConfiguredProvider, RetryPolicy, SearchEngine, SearchOutcome
@@ -46,8 +47,6 @@ __all__ = [
     "SearchOutcome",
     "SearchQuery",
     "SearchResult",
-    "build_engine",
-    "chain_entries",
     "canonical_url",
     "result_id",
 ]

@@ -126,6 +126,7 @@ async def serve(
         await stop.wait()
         ticker.cancel()
         watcher.cancel()
+        await reloader.close()
         services.draining = True
         await _drain(services, runner, listener, config.server.shutdown_grace)
     finally:

@@ -118,6 +118,7 @@ class RedisLimiter:
         self._held: dict[str, str] = {}  # lease id -> lease key, for renewal
         self._flusher: asyncio.TimerHandle | None = None
         self._renewer: asyncio.Task[None] | None = None
+        self._flushes: set[asyncio.Task[None]] = set()  # releases on their way to Redis
 
     async def acquire(self, client_id: str, limits: ClientLimits) -> Lease:
         rpm, concurrent = limits.requests_per_minute, limits.concurrent
@@ -187,7 +188,10 @@ class RedisLimiter:
     def _flush_soon(self) -> None:
         self._flusher = None
         if self._pending:
-            asyncio.get_running_loop().create_task(self.flush())
+            # Kept until it ends, so `close` can wait for the releases it gives back.
+            task = asyncio.get_running_loop().create_task(self.flush())
+            self._flushes.add(task)
+            task.add_done_callback(self._flushes.discard)
 
     async def flush(self) -> None:
         """Give back the released leases no acquire has carried along yet."""
@@ -229,4 +233,6 @@ class RedisLimiter:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewer
+        if self._flushes:
+            await asyncio.gather(*self._flushes, return_exceptions=True)
         await self.flush()

@@ -29,6 +29,7 @@ from gateway.policy.load import PolicyValidationError, load_default_policy, load
 from gateway.policy.model import IPNetwork, Policy
 from gateway.policy.urls import Target
 from gateway.tools import forward
+from gateway.tools.registry import TOOL_NEEDS
 
 # What the policy author's adapter (`gateway policy`) names besides the verdict (the policy
 # file's loader, its error, the types it passes on): it never imports gateway.policy itself.
@@ -234,11 +235,12 @@ def _decide_proxied(
     host, port and addresses; the method travels inside TLS. The note says so."""
     if method is not None and method.upper() == "CONNECT":
         return _decide_tunnel(policy, url, connect_ports)
-    decision, target = decide_url(policy, url, tool=tool, method=method)
+    needs = TOOL_NEEDS.get(tool, ()) if tool else ()
+    decision, target = decide_url(policy, url, tool=tool, method=method, needs=needs)
     if method is None or target is None or target.scheme == "http":
         return decision, target, None
     scheme = target.scheme
-    decision, target = decide_url(policy, url, tool=tool)
+    decision, target = decide_url(policy, url, tool=tool, needs=needs)
     note = (
         f"methods not checked for {method}: an {scheme} URL goes through a CONNECT "
         "tunnel, where the gateway never sees the method (methods applies to plain-http "

@@ -14,7 +14,7 @@ keep. It never touches a socket, a task or a timer, so its tests are scripts of 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.errors import (
     AuditWriteError,
@@ -24,7 +24,7 @@ from gateway.errors import (
     UnavailableError,
     UpstreamTimeoutError,
 )
-from gateway.limits import FREE_LEASE, ClientLimits, Lease
+from gateway.limits import FREE_LEASE, Lease
 from gateway.policy.model import IPNetwork, Policy
 from gateway.tools.forward import (
     ProxyCall,
@@ -40,6 +40,9 @@ from gateway.tools.forward import (
 from gateway.tools.records import auth_failure_record, new_event_id, proxy_record
 from gateway.wire.http1 import ResponseHead, has_body
 from gateway.wire.request import BadRequestError, RequestHead
+
+if TYPE_CHECKING:  # annotations only: tools never load the configuration
+    from gateway.limits import ClientLimits
 
 AUTH_REALM = 'Basic realm="gateway"'
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 from gateway.audit.log import AuditLog
@@ -23,6 +24,12 @@ ToolCall = Callable[[CallContext, Mapping[str, Any]], Awaitable[dict[str, Any]]]
 TextRender = Callable[[Mapping[str, Any]], str]
 
 log = logging.getLogger("gateway.tools")
+
+# A tool made of others is enabled by their settings, and a refusal names the first of them
+# that is off (policy.engine.decide_tool's `needs`): Research searches, then fetches.
+TOOL_NEEDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {"Research": ("WebSearch", "WebFetch")}
+)
 
 
 @dataclass(frozen=True, slots=True)

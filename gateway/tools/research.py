@@ -51,7 +51,7 @@ from gateway.tools.context import CallContext
 from gateway.tools.envelope import new_id, now_iso
 from gateway.tools.extraction import EXTRACT_DEADLINE
 from gateway.tools.records import tool_record
-from gateway.tools.registry import ToolSpec
+from gateway.tools.registry import TOOL_NEEDS, ToolSpec
 from gateway.tools.schema import RESEARCH_REQUEST, validate
 from gateway.tools.webfetch import Page, WebFetchTool
 from gateway.tools.webfetch import render_text as render_page
@@ -128,7 +128,8 @@ class ResearchTool:
     ) -> dict[str, Any]:
         """A repeat: decided again (the policy may refuse it now), its ids made fetchable
         again, recorded, and answered with the first answer marked cached."""
-        queries, decision = self._websearch.decide(ctx, args, "Research")
+        needs = TOOL_NEEDS["Research"]
+        queries, decision = self._websearch.decide(ctx, args, "Research", needs=needs)
         await self._websearch.remember(ctx, hit.ids)
         summary = {
             "query": redact_text(queries[0].query),
@@ -140,7 +141,9 @@ class ResearchTool:
         return {**hit.body, "cached": True}
 
     async def _research(self, ctx: CallContext, args: Mapping[str, Any]) -> dict[str, Any]:
-        answer = await self._websearch.search(ctx, args, action="Research")
+        answer = await self._websearch.search(
+            ctx, args, action="Research", needs=TOOL_NEEDS["Research"]
+        )
         chosen = pick_pages(answer.allowed, args.get("fetch_top_n", DEFAULT_TOP_N))
         mode = args.get("extract_mode", "summary")
         limits = ctx.policy.limits

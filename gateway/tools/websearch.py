@@ -108,11 +108,16 @@ class WebSearchTool:
         return (await self.search(ctx, args)).body
 
     async def search(
-        self, ctx: CallContext, args: Mapping[str, Any], *, action: str = "WebSearch"
+        self,
+        ctx: CallContext,
+        args: Mapping[str, Any],
+        *,
+        action: str = "WebSearch",
+        needs: Sequence[str] = (),
     ) -> SearchAnswer:
         """Search for already schema-checked `args`; `action` names the audit record (Research
-        searches through here too and decides its own enablement)."""
-        queries, decision = self.decide(ctx, args, action)
+        searches through here too and decides its own enablement, by the tools it `needs`)."""
+        queries, decision = self.decide(ctx, args, action, needs=needs)
         query = queries[0]
         try:
             outcome = await self.engine.search_many(queries, provider_id=args.get("provider"))
@@ -184,14 +189,20 @@ class WebSearchTool:
         return answer
 
     def decide(
-        self, ctx: CallContext, args: Mapping[str, Any], action: str
+        self,
+        ctx: CallContext,
+        args: Mapping[str, Any],
+        action: str,
+        needs: Sequence[str] = (),
     ) -> tuple[list[SearchQuery], Decision]:
         """The validated phrasings and the decision on them (steps 2 and 2b, the domain
-        filters included); a refusal is recorded under `action` and raised."""
+        filters included); a refusal is recorded under `action` and raised. A tool made of
+        others is enabled by the tools it `needs`."""
         queries = search_queries(args)
         # Step 2b looks at every query the provider would be sent.
         texts = [phrasing.query for phrasing in queries]
-        decision = scan_domain_filters(ctx.policy, decide_query(ctx.policy, action, texts), args)
+        decided = decide_query(ctx.policy, action, texts, needs=needs)
+        decision = scan_domain_filters(ctx.policy, decided, args)
         if not decision.allowed:
             error = refusal(decision)
             self._audit.append(tool_record(action, ctx, decision=decision, error=error))

@@ -1,4 +1,4 @@
-"""The Fetcher against a hostile upstream on loopback, with injected DNS answers."""
+"""The Fetcher against a hostile upstream on loopback, with injected DNS answers; every\nresponse read once, by the strict reader: refusals carry its reason, HEAD responses are\nframed by the request, clean connections are reused."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import tracemalloc
 import pytest
 
 from gateway.errors import (
+    InvalidRequestError,
     PolicyDeniedError,
     ResponseTooLargeError,
     UpstreamError,
@@ -18,9 +19,11 @@ from gateway.errors import (
 from gateway.fetch.client import Fetcher, FetchOptions
 from gateway.fetch.resolver import parse_static_hosts
 from gateway.policy.engine import Reason, decide_url
+from gateway.policy.hints import refusal_text
 from gateway.policy.model import Limits, Timeouts
 from tests.policy.conftest import make_policy
 from tests.upstream import PAGE, bombs, make_upstream
+from tests.wire.test_http1 import fetch_policy, response, scripted
 
 
 @pytest.fixture
@@ -142,6 +145,38 @@ async def test_stalled_upstream_hits_read_timeout(fetcher, policy, upstream) -> 
         await fetch(fetcher, policy, url(upstream, "/stall"))
 
 
+async def test_the_read_deadline_runs_between_reads(fetcher, policy, upstream) -> None:
+    # /slow sends a byte every 0.2 s: each read moves the 1 s read deadline on, so only the
+    # total deadline ends it; /stall sends nothing after the request: the read deadline does.
+    with pytest.raises(UpstreamTimeoutError, match="timeouts.total"):
+        await fetch(fetcher, policy, url(upstream, "/slow"))
+    with pytest.raises(UpstreamTimeoutError, match=r"timeouts\.read"):
+        await fetch(fetcher, policy, url(upstream, "/stall"))
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"X-Key": "a\r\nInjected: 1"}, {"X-Key": "a\nb"}, {"Bad Name": "v"}, {"X-Key": "a\0"}],
+    ids=["crlf", "lf", "space-in-name", "nul"],
+)
+async def test_a_malformed_operator_header_is_refused_before_sending(
+    fetcher, policy, upstream, headers
+) -> None:
+    with pytest.raises(InvalidRequestError, match="malformed"):
+        await fetch(fetcher, policy, url(upstream, "/echo-headers"), headers=headers)
+    assert fetcher.pool(policy) is None or fetcher.pool(policy).idle_count() == 0
+
+
+async def test_operator_headers_replace_the_gateways_own(fetcher, policy, upstream) -> None:
+    headers = {"accept": "application/json", "X-Api-Key": "k-123"}
+    result = await fetch(fetcher, policy, url(upstream, "/echo-headers"), headers=headers)
+    import orjson
+
+    sent = {k.lower(): v for k, v in orjson.loads(result.body).items()}
+    assert sent["accept"] == "application/json" and sent["x-api-key"] == "k-123"
+    assert "agent-egress-gateway" in sent["user-agent"]
+
+
 async def test_lying_content_length_is_upstream_error(fetcher, policy, upstream) -> None:
     with pytest.raises(UpstreamError):
         await fetch(fetcher, policy, url(upstream, "/lying-length"))
@@ -179,6 +214,9 @@ async def test_resolved_addresses_are_checked(
     with pytest.raises(PolicyDeniedError) as info:
         await fetch(fetcher, policy, url(upstream, "/page", host=host))
     assert (info.value.decision.reason, info.value.decision.rule) == (reason, rule)
+    # What the agent reads: the refusal text, which never names the address refused.
+    assert info.value.message == refusal_text(info.value.decision)
+    assert "10.0.0.5" not in info.value.message and "169.254" not in info.value.message
 
 
 async def test_unresolvable_name_is_unreachable(fetcher, policy, upstream) -> None:
@@ -264,13 +302,11 @@ async def test_own_address_is_refused(upstream) -> None:
 
 
 async def test_keep_alive_connections_are_reused(fetcher, policy, upstream) -> None:
-    seen = set()
     for _ in range(5):
         result = await fetch(fetcher, policy, url(upstream, "/text"))
         assert result.status == 200
-    session = next(iter(fetcher._sessions.values()))
-    seen.add(len(session.connector._conns))
-    assert seen == {1}  # one pooled keep-alive connection served all five
+    pool = fetcher.pool(policy)
+    assert pool is not None and pool.idle_count() == 1  # one kept connection served all five
 
 
 async def test_pools_are_not_shared_across_policies(fetcher, policy, upstream) -> None:
@@ -279,7 +315,9 @@ async def test_pools_are_not_shared_across_policies(fetcher, policy, upstream) -
     )
     await fetch(fetcher, policy, url(upstream, "/text"))
     await fetch(fetcher, other, url(upstream, "/text"))
-    assert len(fetcher._sessions) == 2
+    assert fetcher.pool_count() == 2
+    assert fetcher.pool(policy) is not fetcher.pool(other)
+    assert fetcher.pool(policy).idle_count() == fetcher.pool(other).idle_count() == 1
 
 
 async def test_an_error_after_a_redirect_names_the_hop(fetcher, policy, upstream) -> None:
@@ -309,3 +347,39 @@ async def test_a_response_too_large_names_its_rule(fetcher, policy, upstream) ->
         "limits.max_response_bytes",
     )
     assert info.value.to_dict()["rule"] == "limits.max_response_bytes"
+
+
+# --- each response read once, by the strict reader (wire/http1.py) -----------------------
+
+
+async def fetch_twice(reply: bytes, method: str = "GET") -> tuple[list[bytes], int]:
+    upstream = scripted(reply, byte_by_byte=False)
+    port = await upstream.start()
+    fetcher = Fetcher(static_hosts=parse_static_hosts({"site.example.com": ["127.0.0.1"]}))
+    policy = fetch_policy(port)
+    try:
+        _, target = decide_url(policy, f"http://site.example.com:{port}/")
+        assert target is not None
+        options = FetchOptions(method=method)
+        bodies = [(await fetcher.fetch(policy, target, options)).body for _ in range(2)]
+        return bodies, upstream.connections
+    finally:
+        await fetcher.close()
+        await upstream.close()
+
+
+async def test_a_refused_response_fails_with_the_readers_reason() -> None:
+    reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: a\r\n folded\r\n\r\nok"
+    with pytest.raises(UpstreamError, match="obs-fold"):
+        await fetch_twice(reply)
+
+
+async def test_a_head_response_has_no_body_whatever_its_length_says() -> None:
+    bodies, connections = await fetch_twice(response(b"Content-Length: 100"), method="HEAD")
+    assert bodies == [b"", b""]
+    assert connections == 1  # nothing was taken for a body: the connection stayed clean
+
+
+async def test_a_clean_connection_is_reused() -> None:
+    bodies, connections = await fetch_twice(response(b"Content-Length: 2", body=b"ok"))
+    assert bodies == [b"ok", b"ok"] and connections == 1

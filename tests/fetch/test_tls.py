@@ -64,3 +64,15 @@ async def test_an_untrusted_ca_is_refused(tls_upstream) -> None:
             await get(fetcher, tls_upstream.port, "site.example.com")
     finally:
         await fetcher.close()
+
+
+async def test_pinned_tls_connections_are_kept_and_reused(ca, tls_upstream) -> None:
+    fetcher = Fetcher(static_hosts=parse_static_hosts(HOSTS), ca_file=str(ca.ca_file))
+    try:
+        for _ in range(3):
+            result = await get(fetcher, tls_upstream.port, "site.example.com")
+            assert result.status == 200 and result.ip == "127.0.0.1"
+        pool = fetcher.pool(policy_for(tls_upstream.port))
+        assert pool is not None and pool.idle_count() == 1
+    finally:
+        await fetcher.close()

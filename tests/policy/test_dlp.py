@@ -204,18 +204,20 @@ def test_fingerprints_are_keyed_and_stable() -> None:
     secret = SAMPLES["github_token"]
     first = ENFORCE.scan_text(secret)
     assert first is not None
-    print_one = dlp.fingerprint("github_token", secret)
-    assert dlp.fingerprint("github_token", secret) == print_one
-    try:
-        dlp.set_fingerprint_key(b"k" * 32)
-        keyed = dlp.fingerprint("github_token", secret)
-        assert keyed != print_one
-        dlp.set_fingerprint_key(b"k" * 32)
-        assert dlp.fingerprint("github_token", secret) == keyed
-        assert dlp.fingerprint("github_token", secret + "x") != keyed
-    finally:
-        dlp.set_fingerprint_key(None)
-    assert secret not in keyed and len(keyed) == 24
+    url = f"https://x.example/p/{secret}"
+    print_one = ENFORCE.scan_url(url).fingerprint
+    assert ENFORCE.scan_url(url).fingerprint == print_one  # one key per settings
+    assert print_one == dlp.fingerprint("github_token", secret, ENFORCE.fingerprint_key)
+    keyed = ENFORCE.keyed(b"k" * 32)
+    assert keyed.scan_url(url).fingerprint == dlp.fingerprint("github_token", secret, b"k" * 32)
+    assert keyed.scan_url(url).fingerprint != print_one
+    assert ENFORCE.keyed(b"k" * 32).scan_url(url).fingerprint == keyed.scan_url(url).fingerprint
+    assert dlp.fingerprint("github_token", secret + "x", b"k" * 32) != keyed.fingerprint(
+        "github_token", secret
+    )
+    assert keyed == ENFORCE and "k" * 32 not in repr(keyed)  # the key is no policy text
+    print_two = keyed.scan_url(url).fingerprint
+    assert secret not in print_two and len(print_two) == 24
 
 
 def test_findings_and_redaction_never_hold_the_secret() -> None:

@@ -8,7 +8,6 @@ from urllib.parse import quote
 
 import pytest
 
-from gateway.policy import dlp
 from gateway.policy.dlp import DlpMode, DlpSettings
 from gateway.policy.dlprecords import mark_record, redact_url
 from gateway.policy.urls import parse_url
@@ -41,7 +40,7 @@ def test_mark_record_adds_the_block_and_redacts_urls_and_queries() -> None:
     assert record["dlp"] == {
         "detector": "stripe_key",
         "location": "query:k",
-        "fingerprint": dlp.fingerprint("stripe_key", key),
+        "fingerprint": ENFORCE.fingerprint("stripe_key", key),
     }
     off = {"url": {"original": f"https://x.example/?k={key}"}}
     mark_record(off, DlpSettings(), None)

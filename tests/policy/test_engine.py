@@ -12,6 +12,7 @@ from gateway.policy.engine import (
     decide_address,
     decide_answer,
     decide_content_type,
+    decide_query,
     decide_tool,
     decide_url,
 )
@@ -399,10 +400,46 @@ TOOLS = MappingProxyType(
     ],
 )
 def test_decide_tool(tool, allowed, rule) -> None:
-    decision = decide_tool(make_policy(tools=TOOLS), tool)
+    needs = ("WebSearch", "WebFetch") if tool == "Research" else ()  # what tools/ passes
+    decision = decide_tool(make_policy(tools=TOOLS), tool, needs=needs)
     assert (decision.allowed, decision.rule) == (allowed, rule)
     if not allowed:
         assert decision.reason is Reason.TOOL_DISABLED
+
+
+@pytest.mark.parametrize(
+    ("search", "fetch", "rule"),
+    [
+        (False, True, "tools.WebSearch.enabled"),
+        (True, False, "tools.WebFetch.enabled"),
+        (False, False, "tools.WebSearch.enabled"),
+    ],
+)
+def test_a_tool_made_of_others_is_refused_by_the_first_one_off(search, fetch, rule) -> None:
+    tools = {"WebSearch": ToolSettings(search), "WebFetch": ToolSettings(fetch)}
+    policy = make_policy(allow=["example.org"], tools=MappingProxyType(tools))
+    needs = ("WebSearch", "WebFetch")  # data the caller passes: the engine knows no tool
+    for decision in (
+        decide_tool(policy, "Research", needs=needs),
+        decide_query(policy, "Research", ["weather"], needs=needs),
+        decide_url(policy, "https://example.org/", tool="Research", needs=needs)[0],
+        decide_url(policy, "ftp://example.org/", tool="Research", needs=needs)[0],
+    ):
+        assert not decision.allowed
+        assert (decision.reason, decision.rule, decision.detail) == (
+            Reason.TOOL_DISABLED,
+            rule,
+            "Research",
+        )
+
+
+def test_a_tool_made_of_others_is_allowed_when_each_is_on() -> None:
+    tools = {"WebSearch": ToolSettings(True), "WebFetch": ToolSettings(True)}
+    policy = make_policy(allow=["example.org"], tools=MappingProxyType(tools))
+    decision = decide_tool(policy, "Research", needs=("WebSearch", "WebFetch"))
+    assert (decision.allowed, decision.rule) == (True, "tools.Research.enabled")
+    decision, _ = decide_url(policy, "https://example.org/", tool="Research", needs=("WebFetch",))
+    assert decision.allowed
 
 
 def test_tool_disabled_comes_before_scheme() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from gateway.config import SearchConfig
 from gateway.provenance.markers import unwrap
-from gateway.search import chain_entries
+from gateway.search.assembly import chain_entries
 from gateway.tools.responses import SEARCH_RESPONSE
 from gateway.tools.websearch import REMOVED_LINK
 from tests.conformance import assert_conforms

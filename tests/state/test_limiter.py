@@ -153,3 +153,21 @@ async def test_unlimited_clients_cost_no_round_trip(connect) -> None:
     for _ in range(10):
         await (await limiter.acquire("agent", ClientLimits())).release()
     assert await command_calls(shared) == before
+
+
+async def test_close_waits_for_a_release_already_on_its_way(connect) -> None:
+    """The delayed flush runs as a task the limiter keeps: closing after it started waits for
+    it, so the lease is given back before the connection goes (none is left to its TTL)."""
+    limits = ClientLimits(concurrent=1)
+    shared = await connect("a")
+    one = RedisLimiter(shared)
+    lease = await one.acquire("agent", limits)
+    await lease.release()
+    for _ in range(200):  # the release delay is 20 ms: the timer fires well within 2 s
+        if one._flusher is None:
+            break
+        await asyncio.sleep(0.01)
+    assert one._flusher is None  # the flush task started (or ended); close must not drop it
+    await one.close()
+    await shared.close()
+    await (await RedisLimiter(await connect("b")).acquire("agent", limits)).release()

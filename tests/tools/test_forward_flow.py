@@ -20,6 +20,7 @@ from gateway.errors import (
 )
 from gateway.limits import FREE_LEASE
 from gateway.policy.engine import Decision, Reason
+from gateway.policy.hints import refusal_text
 from gateway.policy.model import Policy
 from gateway.runtime import ClientIdentity, PolicyState
 from gateway.tools.forward_flow import (
@@ -240,7 +241,7 @@ def test_the_upstream_refused_unreachable_or_silent() -> None:
     machine, command = start(b"GET http://a.example.com/ HTTP/1.1")
     assert isinstance(command, Send)
     private = Decision(False, Reason.PRIVATE_ADDRESS, "networks.deny", "p", "0")
-    denied = machine.upstream_failed(PolicyDeniedError(private))
+    denied = machine.upstream_failed(PolicyDeniedError(private, refusal_text(private)))
     assert (denied.status, denied.reason, denied.rule) == (
         403,
         "private_address",
