@@ -67,6 +67,12 @@ def build_engine(
         clock=clock,
         weights=DomainWeights.from_mapping(_read(search_config, "weights", None)),
         region_providers=_read(search_config, "region_providers", None),
+        settings={
+            "chain": "configured" if _read(search_config, "providers", None) else "automatic",
+            "cache_ttl": cache_ttl,
+            "weights": _read(search_config, "weights", None),
+            "prefer": _read(search_config, "prefer", None),
+        },
     )
 
 

@@ -210,6 +210,7 @@ class SearchEngine:
         clock: Callable[[], float] = time.time,
         weights: DomainWeights | None = None,
         region_providers: Mapping[str, Sequence[str]] | None = None,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
         if not providers:
             raise ValueError("at least one search provider is needed")
@@ -227,6 +228,8 @@ class SearchEngine:
         self._sleep = sleep
         self._clock = clock
         self._weights = weights or DomainWeights()
+        # The effective search settings /v1/status shows (never a key).
+        self._settings = dict(settings or {})
         # Country -> the providers asked first for it; ids not in this chain (a keyed
         # provider whose key is not set, left out of the automatic chain) are passed over.
         self._region_first = {
@@ -384,12 +387,32 @@ class SearchEngine:
         providers = []
         for entry in health:
             provider = self._providers[entry["id"]]
-            item = {**entry, "kind": provider.kind}
+            item = {
+                **entry,
+                "kind": provider.kind,
+                "host": _host_of(provider.base_url),
+                "retries": provider.retries,
+                "backoff_ms": round(
+                    (provider.backoff if provider.backoff is not None else self._retry.backoff)
+                    * 1000
+                ),
+            }
+            if provider.model or provider.adapter.default_model:
+                item["model"] = provider.model or provider.adapter.default_model
             if provider.id in missing:
                 item["key_missing"] = list(missing[provider.id])
             providers.append(item)
         cache = (await self._cache.stats()).to_dict() if self._cache is not None else None
-        return {"providers": providers, "cache": cache}
+        config = {
+            "chain": self._settings.get("chain", "configured"),
+            "timeout": self._timeout,
+            "deadline": self._deadline,
+            "cache_ttl": self._settings.get("cache_ttl", 0.0),
+            "weights": dict(self._settings.get("weights") or {}),
+            "region_providers": {c: list(ids) for c, ids in self._region_first.items()},
+            "prefer": self._settings.get("prefer"),
+        }
+        return {"providers": providers, "cache": cache, "config": config}
 
     async def _skip_reason(
         self, provider: ConfiguredProvider, remaining: float
@@ -585,6 +608,16 @@ def _transport_failure(exc: Exception, timeout: float) -> ProviderError:
         return ProviderError(ErrorClass.INVALID_RESPONSE, exc.message)
     assert isinstance(exc, GatewayError)
     return ProviderError(ErrorClass.NETWORK, f"{exc.code}: {exc.message}")
+
+
+def _host_of(base_url: str) -> str:
+    """host[:port] of a base URL: where a provider is reached, never its path or query (a
+    mirror's URL could carry a token there)."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{parts.port}" if parts.port else host
 
 
 def _domain_allowed(host: str, query: SearchQuery) -> bool:

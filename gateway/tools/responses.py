@@ -474,9 +474,16 @@ EXPLAIN_RESPONSE = _object(
 )
 
 _PROVIDER_STATUS = _object(
-    ["id", "kind", "state", "cooling_until", "consecutive_failures", "last_error"],
+    [
+        "id", "kind", "state", "cooling_until", "consecutive_failures", "last_error", "host",
+        "retries", "backoff_ms",
+    ],
     id=_STR,
     kind=_STR,
+    host={**_STR, "description": "The host (and port, when not the default) of its base URL."},
+    retries=_INT,
+    backoff_ms={**_INT, "description": "The base of its exponential backoff."},
+    model={**_STR, "description": "Only for a model-native provider: the model asked."},
     state={"type": "string", "enum": ["untested", "healthy", "degraded", "cooling"]},
     cooling_until=_NULLABLE_TIME,
     consecutive_failures=_INT,
@@ -529,8 +536,22 @@ STATUS_RESPONSE = _object(
     ),
     draining=_BOOL,
     search=_object(
-        ["providers", "cache"],
+        ["providers", "cache", "config"],
         providers={"type": "array", "items": _PROVIDER_STATUS},
+        config=_object(
+            ["chain", "timeout", "deadline", "cache_ttl", "weights", "region_providers",
+             "prefer"],
+            chain={"type": "string", "enum": ["configured", "automatic"],
+                   "description": "automatic: no search.providers, the chain follows the keys "
+                   "set."},
+            timeout={"type": "number"},
+            deadline={"type": "number"},
+            cache_ttl={"type": "number"},
+            weights={"type": "object", "additionalProperties": {"type": "number"}},
+            region_providers={"type": "object",
+                              "additionalProperties": {"type": "array", "items": _STR}},
+            prefer=_NULLABLE_STR,
+        ),  # fmt: skip
         cache={
             "anyOf": [
                 _object(["hits", "misses", "entries"], hits=_INT, misses=_INT, entries=_INT),

@@ -414,3 +414,22 @@ async def test_mcp_call_returns_the_api_body_and_readable_text(start) -> None:
     listed = await gateway.post("/mcp", "nosearch", jsonrpc="2.0", id=2, method="tools/list")
     names = [tool["name"] for tool in listed[1]["result"]["tools"]]
     assert "WebSearch" not in names and "Research" not in names
+
+
+async def test_status_shows_the_effective_search_configuration_never_a_key(start) -> None:
+    gateway = await start(
+        providers=ALL_FOUR,
+        search={"weights": {".python.org": 1.3}, "region_providers": {"cn": ("ddg",)}},
+    )
+    status, body = await gateway.get("/v1/status", "dropper")
+    assert status == 200
+    search = body["search"]
+    assert search["config"] == {
+        "chain": "configured", "timeout": 15.0, "deadline": 10.0, "cache_ttl": 600.0,
+        "weights": {".python.org": 1.3}, "region_providers": {"cn": ["ddg"]}, "prefer": None,
+    }  # fmt: skip
+    brave = next(p for p in search["providers"] if p["id"] == "brave")
+    assert brave["host"].startswith("brave.provider.example:")
+    assert (brave["kind"], brave["retries"], brave["backoff_ms"]) == ("brave", 1, 250)
+    text = orjson.dumps(body).decode()
+    assert all(key not in text for key in KEYS.values())
